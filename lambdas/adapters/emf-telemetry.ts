@@ -1,0 +1,53 @@
+/**
+ * Telemetry as CloudWatch Embedded Metric Format: one JSON log line per request carries both the
+ * structured log fields and the metrics (namespace `Sluice`, dimension `Stage`). Only metadata:
+ * ids, model, status, code, timings, money; never a body or a key.
+ */
+import type { Telemetry } from '../gateway/ports';
+
+type Fields = Readonly<Record<string, string | number | boolean | undefined>>;
+
+export class EmfTelemetry implements Telemetry {
+  constructor(
+    private readonly stage: string,
+    private readonly write: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+  ) {}
+
+  request(fields: Fields): void {
+    const status = typeof fields.status === 'number' ? fields.status : 0;
+    const refused = status >= 400;
+    const metrics: { Name: string; Unit: string }[] = [
+      { Name: 'Requests', Unit: 'Count' },
+      { Name: 'LatencyMs', Unit: 'Milliseconds' },
+    ];
+    const values: Record<string, number> = { Requests: 1, LatencyMs: Number(fields.durationMs ?? 0) };
+    if (refused) {
+      metrics.push({ Name: 'Refusals', Unit: 'Count' });
+      values.Refusals = 1;
+    }
+    const dims = refused ? [['Stage'], ['Stage', 'Code']] : [['Stage']];
+    this.emit({ ...fields, Code: refused ? String(fields.code ?? `http_${status}`) : undefined }, metrics, values, dims);
+  }
+
+  upstream(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void {
+    this.emit(
+      { event: 'upstream', Provider: fields.provider, upstreamStatus: fields.status },
+      [{ Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' }],
+      { UpstreamLatencyMs: fields.latencyMs },
+      [['Stage', 'Provider']],
+    );
+  }
+
+  private emit(fields: Fields, metrics: { Name: string; Unit: string }[], values: Record<string, number>, dimensions: string[][]): void {
+    const line = {
+      _aws: { Timestamp: Date.now(), CloudWatchMetrics: [{ Namespace: 'Sluice', Dimensions: dimensions, Metrics: metrics }] },
+      Stage: this.stage,
+      ...fields,
+      ...values,
+    };
+    this.write(JSON.stringify(line));
+  }
+}
+
+/** Telemetry that records nothing (tests, benchmarks). */
+export const silentTelemetry: Telemetry = { request: () => undefined, upstream: () => undefined };

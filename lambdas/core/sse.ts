@@ -1,0 +1,174 @@
+/**
+ * Server-sent-event relay: passes a provider's stream through frame by frame, unchanged, while
+ * reading the provider's own token counts out of it. Pure: bytes in, bytes out.
+ *
+ * A frame is forwarded as soon as its terminating blank line has arrived; only an incomplete
+ * trailing frame is kept back, because the relay must see a whole frame before it knows whether
+ * that frame is the usage-only chunk it asked for itself (DESIGN decision 4) or the end marker
+ * before which the `:x-sluice-usage` comment goes.
+ */
+import type { EndpointFamily, TokenCounts } from '../shared/records';
+
+const LF_LF = Buffer.from('\n\n');
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
+const DONE_PREFIX = 'data: [DONE]';
+const USAGE_NULL = ',"usage":null';
+const RESPONSE_END_TYPES = ['"type":"response.completed"', '"type":"response.incomplete"', '"type":"response.failed"'];
+
+/** Token counts from an OpenAI-format usage object (chat or responses naming); undefined if absent. */
+export function readUsage(usage: unknown): TokenCounts | undefined {
+  if (usage === null || typeof usage !== 'object') return undefined;
+  const u = usage as Record<string, unknown>;
+  const num = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0);
+  const details = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {});
+  if (typeof u.prompt_tokens === 'number' || typeof u.completion_tokens === 'number') {
+    return {
+      inputTokens: num(u.prompt_tokens),
+      cachedInputTokens: num(details(u.prompt_tokens_details).cached_tokens),
+      outputTokens: num(u.completion_tokens),
+      reasoningTokens: num(details(u.completion_tokens_details).reasoning_tokens),
+    };
+  }
+  if (typeof u.input_tokens === 'number' || typeof u.output_tokens === 'number') {
+    return {
+      inputTokens: num(u.input_tokens),
+      cachedInputTokens: num(details(u.input_tokens_details).cached_tokens),
+      outputTokens: num(u.output_tokens),
+      reasoningTokens: num(details(u.output_tokens_details).reasoning_tokens),
+    };
+  }
+  return undefined;
+}
+
+/** Options of one relay. */
+export interface RelayOptions {
+  readonly family: EndpointFamily;
+  /** Sluice added `stream_options.include_usage` itself: withhold what that produced. */
+  readonly injectedUsage: boolean;
+}
+
+/** What to do with the bytes of one upstream chunk. */
+export interface RelayStep {
+  /** Bytes to write to the client now (possibly empty). */
+  readonly out: Buffer | undefined;
+  /** The end marker arrived: the caller writes the usage comment, then `done`, then ends. */
+  readonly done?: Buffer;
+}
+
+/** Incremental relay of one provider stream. */
+export class SseRelay {
+  private pending: Buffer = Buffer.alloc(0);
+  /** Counts reported by the provider in the stream, once seen. */
+  usage: TokenCounts | undefined;
+  /** Data frames forwarded so far: the estimate of output produced when no counts arrive. */
+  frames = 0;
+  /** Whether the stream's end marker (chat `[DONE]`) has been seen. */
+  ended = false;
+
+  constructor(private readonly options: RelayOptions) {}
+
+  /** Feeds one upstream chunk; returns what to forward now. */
+  push(chunk: Buffer): RelayStep {
+    const buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    const pieces: Buffer[] = [];
+    let start = 0;
+    let done: Buffer | undefined;
+    for (;;) {
+      const lf = buf.indexOf(LF_LF, start);
+      const crlf = buf.indexOf(CRLF_CRLF, start);
+      let end: number;
+      if (lf === -1 && crlf === -1) break;
+      if (crlf !== -1 && (lf === -1 || crlf < lf)) end = crlf + 4;
+      else end = lf + 2;
+      const frame = buf.subarray(start, end);
+      start = end;
+      if (this.ended) continue; // nothing after the end marker is forwarded
+      const kept = this.inspect(frame);
+      if (kept === 'done') {
+        this.ended = true;
+        done = frame;
+        continue;
+      }
+      if (kept !== undefined) pieces.push(kept);
+    }
+    this.pending = start === buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
+    const out = pieces.length === 0 ? undefined : pieces.length === 1 ? pieces[0] : Buffer.concat(pieces);
+    return done === undefined ? { out } : { out, done };
+  }
+
+  /** Bytes of an incomplete last frame left when the upstream ended (forwarded as they are). */
+  flush(): Buffer | undefined {
+    if (this.pending.length === 0 || this.ended) return undefined;
+    const rest = this.pending;
+    this.pending = Buffer.alloc(0);
+    return rest;
+  }
+
+  /** Returns the frame to forward, `undefined` to withhold it, or `'done'` for the end marker. */
+  private inspect(frame: Buffer): Buffer | undefined | 'done' {
+    // Only frames that can carry usage or end the stream are decoded; the rest pass as bytes.
+    const text = frame.toString('latin1');
+    if (this.options.family === 'chat_completions') {
+      if (text.startsWith(DONE_PREFIX)) return 'done';
+      if (!text.startsWith('data:')) return frame;
+      this.frames += 1;
+      const hasUsage = text.includes('"usage":{');
+      if (hasUsage) {
+        const parsed = parseDataFrame(frame);
+        const counts = parsed === undefined ? undefined : readUsage(parsed.usage);
+        if (counts !== undefined) this.usage = counts;
+        if (this.options.injectedUsage && parsed !== undefined && Array.isArray(parsed.choices) && parsed.choices.length === 0) {
+          return undefined; // the usage-only chunk Sluice asked for; the client did not
+        }
+      }
+      if (this.options.injectedUsage && text.includes(USAGE_NULL)) {
+        // Asking for usage makes OpenAI add `"usage":null` to every chunk; strip it so the client
+        // gets the bytes it would have had without asking. Inside JSON strings a quote is escaped,
+        // so this exact run can only be the key itself.
+        return Buffer.from(text.split(USAGE_NULL).join(''), 'latin1');
+      }
+      return frame;
+    }
+    // Responses: events are `event:`/`data:` pairs; usage rides on the terminal response event.
+    if (text.includes('data:')) this.frames += 1;
+    if (RESPONSE_END_TYPES.some((t) => text.includes(t))) {
+      const parsed = parseDataFrame(frame);
+      const response = parsed?.response;
+      if (response !== null && typeof response === 'object') {
+        const counts = readUsage((response as Record<string, unknown>).usage);
+        if (counts !== undefined) this.usage = counts;
+      }
+    }
+    return frame;
+  }
+}
+
+/** Parses the JSON of a frame's `data:` lines; undefined when it is not JSON. */
+function parseDataFrame(frame: Buffer): Record<string, unknown> | undefined {
+  const lines = frame.toString('utf8').split(/\r?\n/);
+  const data = lines
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).replace(/^ /, ''))
+    .join('\n');
+  try {
+    const value: unknown = JSON.parse(data);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `:x-sluice-usage` comment line: the provider's counts and the charge, one line of JSON. */
+export function usageComment(counts: TokenCounts | undefined, chargeMicros: number, estimated: boolean): Buffer {
+  const c = counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
+  const payload = {
+    prompt_tokens: c.inputTokens,
+    completion_tokens: c.outputTokens,
+    total_tokens: c.inputTokens + c.outputTokens,
+    cached_tokens: c.cachedInputTokens,
+    reasoning_tokens: c.reasoningTokens,
+    charge_micros: chargeMicros,
+    estimated,
+  };
+  return Buffer.from(`:x-sluice-usage ${JSON.stringify(payload)}\n\n`);
+}

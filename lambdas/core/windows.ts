@@ -1,0 +1,72 @@
+/**
+ * Limit windows on UTC calendars. A window id names the period an amount counts in, so a new
+ * period is simply a new ledger item and nothing needs resetting.
+ */
+import type { WindowCadence } from '../shared/records';
+
+const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
+
+/** `2026-11` for the UTC calendar month containing `epochMs`. */
+export function monthId(epochMs: number): string {
+  const d = new Date(epochMs);
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}`;
+}
+
+/** `2026-11-22` for the UTC day containing `epochMs`. */
+export function dayId(epochMs: number): string {
+  const d = new Date(epochMs);
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+}
+
+/** Monday (UTC) of the ISO week containing `epochMs`, as `W2026-11-16`. */
+export function weekId(epochMs: number): string {
+  const d = new Date(epochMs);
+  const daysSinceMonday = (d.getUTCDay() + 6) % 7;
+  const monday = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() - daysSinceMonday);
+  return `W${dayId(monday)}`;
+}
+
+/** The id of the window of a cadence containing `epochMs`. */
+export function windowId(cadence: WindowCadence, epochMs: number): string {
+  switch (cadence) {
+    case 'daily':
+      return `D${dayId(epochMs)}`;
+    case 'weekly':
+      return weekId(epochMs);
+    case 'monthly':
+      return `M${monthId(epochMs)}`;
+    case 'never':
+      return 'ALL';
+  }
+}
+
+/** Epoch ms at which the window containing `epochMs` ends; undefined for `never`. */
+export function windowEnd(cadence: WindowCadence, epochMs: number): number | undefined {
+  const d = new Date(epochMs);
+  const y = d.getUTCFullYear();
+  const m = d.getUTCMonth();
+  const day = d.getUTCDate();
+  switch (cadence) {
+    case 'daily':
+      return Date.UTC(y, m, day + 1);
+    case 'weekly':
+      return Date.UTC(y, m, day - ((d.getUTCDay() + 6) % 7) + 7);
+    case 'monthly':
+      return Date.UTC(y, m + 1, 1);
+    case 'never':
+      return undefined;
+  }
+}
+
+/** Ledger sort keys of the windows a request occupies. */
+export const windowKeys = {
+  key: (keyId: string, cadence: WindowCadence, epochMs: number): string => `KEYWIN#${keyId}#${windowId(cadence, epochMs)}`,
+  member: (memberId: string, epochMs: number): string => `MEMBERMONTH#${memberId}#${monthId(epochMs)}`,
+  workspace: (epochMs: number): string => `MONTH#${monthId(epochMs)}`,
+  rate: (keyId: string, epochMs: number): string => `RATE#${keyId}#${Math.floor(epochMs / 60_000)}`,
+};
+
+/** Whole seconds until the per-minute request window containing `epochMs` ends (at least 1). */
+export function secondsToNextMinute(epochMs: number): number {
+  return Math.max(1, Math.ceil((60_000 - (epochMs % 60_000)) / 1000));
+}

@@ -1,0 +1,140 @@
+/**
+ * The gateway's ports: small interfaces named for what they do. DynamoDB, Secrets Manager and
+ * HTTP adapters implement them; tests may pass their own. No AWS type appears here.
+ */
+import type { Readable } from 'node:stream';
+import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
+import type {
+  EndpointFamily,
+  HoldRecord,
+  KeyRecord,
+  MemberRecord,
+  Outcome,
+  ProfileRecord,
+  TokenCounts,
+  WindowCadence,
+  WorkspaceRecord,
+} from '../shared/records';
+
+/** Finds API keys by the hash of the raw key. */
+export interface KeyDirectory {
+  findByHash(keyHash: string): Promise<KeyRecord | undefined>;
+}
+
+/** Reads workspace settings, members and routing profiles. */
+export interface WorkspaceDirectory {
+  workspace(workspaceId: string): Promise<WorkspaceRecord | undefined>;
+  member(workspaceId: string, memberId: string): Promise<MemberRecord | undefined>;
+  profile(workspaceId: string, identifier: string): Promise<ProfileRecord | undefined>;
+}
+
+/** Reads the model catalog and the provider accounts. */
+export interface Catalog {
+  model(id: string): Promise<CatalogModel | undefined>;
+  models(): Promise<readonly CatalogModel[]>;
+  provider(name: string): Promise<ProviderConfig | undefined>;
+  providers(): Promise<readonly ProviderConfig[]>;
+}
+
+/** Reads secrets (provider keys) by name. Values are never logged. */
+export interface SecretSource {
+  get(name: string): Promise<string | undefined>;
+}
+
+/** Every limit that bears on one admission, already resolved from the key, member and workspace. */
+export interface AdmissionLimits {
+  readonly keyLimitMicros?: number;
+  readonly keyWindow: WindowCadence;
+  readonly memberLimitMicros?: number;
+  readonly workspaceLimitMicros?: number;
+  readonly spendRateCapMicros: number;
+  readonly keyRatePerMinute: number;
+}
+
+/** One admission: the hold to place and the limits it must fit under. */
+export interface AdmitRequest {
+  readonly holdId: string;
+  readonly workspaceId: string;
+  readonly keyId: string;
+  readonly memberId?: string;
+  readonly family: EndpointFamily;
+  readonly requestedModel: string;
+  readonly amountMicros: number;
+  /** Upper bound of the prompt's cost: what a request whose function died is charged. */
+  readonly inputMicros: number;
+  readonly byok: boolean;
+  readonly limits: AdmissionLimits;
+  readonly now: number;
+  readonly expiresAt: number;
+}
+
+/** Why an admission was refused, with what SPEC's message and headers need. */
+export type Refusal =
+  | { readonly kind: 'insufficient_credit'; readonly availableMicros: number }
+  | { readonly kind: 'key_limit_exceeded'; readonly settledMicros: number; readonly heldMicros: number; readonly limitMicros: number }
+  | { readonly kind: 'member_limit_exceeded'; readonly usedMicros: number; readonly limitMicros: number }
+  | { readonly kind: 'workspace_limit_exceeded'; readonly usedMicros: number; readonly limitMicros: number }
+  | { readonly kind: 'spend_rate_exceeded'; readonly retryAfterSeconds: number; readonly capMicros: number }
+  | { readonly kind: 'rate_limit_exceeded'; readonly retryAfterSeconds: number };
+
+export type AdmitOutcome = { readonly admitted: true; readonly hold: HoldRecord } | { readonly admitted: false; readonly refusal: Refusal };
+
+/** How a request ended, for settlement and its usage row. */
+export interface Settlement {
+  readonly counts: TokenCounts | undefined;
+  readonly chargeMicros: number;
+  readonly servedBy?: string;
+  readonly provider?: string;
+  readonly stream: boolean;
+  readonly status: number;
+  readonly outcome: Outcome;
+  readonly attempts: number;
+  readonly now: number;
+  readonly firstByteMs?: number;
+}
+
+/** The money port: one transaction to admit, one to settle. */
+export interface Ledger {
+  admit(request: AdmitRequest): Promise<AdmitOutcome>;
+  /** Idempotent: settling a hold that is already gone changes nothing. */
+  settle(hold: HoldRecord, settlement: Settlement): Promise<void>;
+  /** Grows an open hold by `extraMicros` if balance and limits allow; false otherwise. */
+  extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean>;
+  /** Counts one request against the key's per-minute rate outside an admission. */
+  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }>;
+}
+
+/** One HTTP call to a provider. */
+export interface UpstreamRequest {
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+  readonly signal: AbortSignal;
+}
+
+export interface UpstreamResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  readonly body: Readable;
+}
+
+/** Sends requests to providers. */
+export interface Upstream {
+  send(request: UpstreamRequest): Promise<UpstreamResponse>;
+}
+
+/** Where the response goes: status and headers once, then chunks in order. */
+export interface ResponseSink {
+  /** Whether the status has been sent (after which faults go in-band). */
+  readonly started: boolean;
+  start(status: number, headers: Readonly<Record<string, string>>): void;
+  write(chunk: Buffer): Promise<void>;
+  end(): Promise<void>;
+}
+
+/** Request-level telemetry: metric values and one structured log line, never a body or key. */
+export interface Telemetry {
+  request(fields: Readonly<Record<string, string | number | boolean | undefined>>): void;
+  /** One upstream call's status and latency, by provider. */
+  upstream?(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void;
+}

@@ -1,0 +1,113 @@
+/**
+ * Builds the gateway from configuration with its real adapters, and adapts the Lambda Function
+ * URL event and response stream to the runtime-free core. Used by the Lambda handler, local mode,
+ * tests and benchmarks alike.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoCatalog } from '../adapters/dynamo-catalog';
+import { DynamoDirectory } from '../adapters/dynamo-directory';
+import { DynamoLedger } from '../adapters/dynamo-ledger';
+import { EmfTelemetry } from '../adapters/emf-telemetry';
+import { HttpUpstream } from '../adapters/http-upstream';
+import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
+import { tableName } from '../shared/schema';
+import type { RuntimeConfig } from '../shared/config';
+import { Gateway, type GatewayDeps, type GatewayRequest } from './app';
+import type { ResponseSink } from './ports';
+
+/** A DocumentClient for the configured stage (DynamoDB Local when an endpoint is set). */
+export function documentClient(config: RuntimeConfig): DynamoDBDocumentClient {
+  const client = new DynamoDBClient(
+    config.dynamoEndpoint === undefined
+      ? {}
+      : { endpoint: config.dynamoEndpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } },
+  );
+  return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+}
+
+/** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
+export interface Wiring {
+  readonly gateway: Gateway;
+  readonly ledger: DynamoLedger;
+  readonly directory: DynamoDirectory;
+  readonly catalog: DynamoCatalog;
+  readonly upstream: HttpUpstream;
+}
+
+/** Builds the gateway on DynamoDB, Secrets Manager (or local secrets) and node:http. */
+export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, overrides: Partial<GatewayDeps> = {}): Wiring {
+  const doc = documentClient(config);
+  const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
+  const ledger = new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  const directory = new DynamoDirectory(doc, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
+  const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
+  const upstream = new HttpUpstream();
+  const secrets =
+    config.secretSource === 'env'
+      ? new LocalSecretSource(env, env.SLUICE_LOCAL_SECRETS_FILE ?? path.resolve(__dirname, '../../.sluice/secrets.json'))
+      : new SecretsManagerSource(new SecretsManagerClient({}));
+  const idBytes = (): string => randomBytes(12).toString('hex');
+  const gateway = new Gateway({
+    config,
+    keys: directory,
+    workspaces: directory,
+    catalog,
+    secrets,
+    ledger,
+    upstream,
+    telemetry: new EmfTelemetry(config.stage),
+    env,
+    clock: Date.now,
+    newId: idBytes,
+    ...overrides,
+  });
+  return { gateway, ledger, directory, catalog, upstream };
+}
+
+/** The Lambda Function URL event as the core's request. */
+export function eventToRequest(event: APIGatewayProxyEventV2, traceId: string = randomUUID()): GatewayRequest {
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(event.headers ?? {})) headers[name.toLowerCase()] = value;
+  const raw = event.body ?? '';
+  const body = event.isBase64Encoded ? Buffer.from(raw, 'base64') : Buffer.from(raw, 'utf8');
+  return { method: event.requestContext.http.method.toUpperCase(), path: event.rawPath, headers, body, traceId };
+}
+
+/** The runtime's `awslambda` global (provided by Lambda, or by the local shim). */
+export interface AwsLambdaRuntime {
+  streamifyResponse<E, C>(handler: (event: E, responseStream: Writable, context: C) => Promise<void>): (event: E, responseStream: Writable, context: C) => Promise<void>;
+  HttpResponseStream: { from(stream: Writable, metadata: { statusCode: number; headers: Record<string, string> }): Writable };
+}
+
+/** A response sink over a Lambda response stream: status and headers first, then chunks with backpressure. */
+export function lambdaSink(runtime: AwsLambdaRuntime, responseStream: Writable): ResponseSink {
+  let stream: Writable | undefined;
+  const sink: ResponseSink & { started: boolean } = {
+    started: false,
+    start(status, headers) {
+      stream = runtime.HttpResponseStream.from(responseStream, { statusCode: status, headers: { ...headers } });
+      sink.started = true;
+    },
+    write(chunk) {
+      const s = stream;
+      if (s === undefined) return Promise.reject(new Error('write before start'));
+      return new Promise<void>((resolve, reject) => {
+        const ok = s.write(chunk, (err) => (err ? reject(err) : undefined));
+        if (ok) resolve();
+        else s.once('drain', resolve);
+      });
+    },
+    end() {
+      const s = stream;
+      if (s === undefined) return Promise.resolve();
+      return new Promise<void>((resolve) => s.end(resolve));
+    },
+  };
+  return sink;
+}

@@ -1,0 +1,181 @@
+/**
+ * The shapes of the items Sluice stores. Money is always an integer count of micro-units
+ * (millionths of a minor unit, e.g. of a cent); limits configured in minor units are stored
+ * already multiplied out. No prompt, reply or raw key ever appears in any of these.
+ */
+
+/** Cadence on which a key's credit-limit window resets. `never` is one window for all time. */
+export type WindowCadence = 'daily' | 'weekly' | 'monthly' | 'never';
+
+/** keys table: one API key, addressed by the SHA-256 hex of the raw key. */
+export interface KeyRecord {
+  readonly keyHash: string;
+  readonly keyId: string;
+  readonly workspaceId: string;
+  /** Member the key was minted for, when any (monthly member limits count against it). */
+  readonly memberId?: string;
+  /** Prefix and last four characters, the only visible part. */
+  readonly visible: string;
+  readonly name?: string;
+  /** Epoch milliseconds. */
+  readonly createdAt: number;
+  /** Epoch milliseconds; absent when the key does not expire. */
+  readonly expiresAt?: number;
+  /** Set when the key has ended (revoked or replaced); such a key is refused like one never issued. */
+  readonly revokedAt?: number;
+  /** The key's credit limit in micro-units; absent for none. */
+  readonly creditLimitMicros?: number;
+  /** The window the credit limit counts over (default `monthly`). */
+  readonly creditWindow?: WindowCadence;
+}
+
+/** workspaces table, sk `META`. */
+export interface WorkspaceRecord {
+  readonly pk: string; // workspaceId
+  readonly sk: 'META';
+  readonly workspaceId: string;
+  readonly name: string;
+  readonly createdAt: number;
+  readonly paused: boolean;
+  /** Spend rate cap in minor units per rolling 60 s (default 5000, minimum 100). */
+  readonly spendRateCapMinor?: number;
+  /** Workspace monthly spend limit, micro-units per UTC calendar month. */
+  readonly monthlyLimitMicros?: number;
+  /** Permitted model ids (exact ids); absent means unrestricted. */
+  readonly permittedModels?: readonly string[];
+  /** Slug identifier (without `profile/`) of the default routing profile. */
+  readonly defaultProfile?: string;
+  /** Providers for which the workspace brings its own key; value is the secret's name. */
+  readonly byok?: Readonly<Record<string, string>>;
+  /** Live keys plus outstanding invitation reservations, at most five. */
+  readonly keySlots?: number;
+}
+
+/** workspaces table, sk `MEMBER#<memberId>`. */
+export interface MemberRecord {
+  readonly pk: string;
+  readonly sk: string;
+  readonly workspaceId: string;
+  readonly memberId: string;
+  readonly email?: string;
+  readonly role: 'owner' | 'member';
+  /** Member monthly spend limit, micro-units per UTC calendar month. */
+  readonly monthlyLimitMicros?: number;
+}
+
+/** workspaces table, sk `PROFILE#<identifier>`. */
+export interface ProfileRecord {
+  readonly pk: string;
+  readonly sk: string;
+  readonly workspaceId: string;
+  readonly identifier: string;
+  /** Ordered provider-pinned model ids, in the customer's order. */
+  readonly models: readonly string[];
+}
+
+/**
+ * ledger table, pk `WS#<workspaceId>`, sk `BALANCE`. `available + held + spent` equals every
+ * credit ever added. The spend-rate window lives on the same item: `rateTotal` is an upper
+ * bound of what was reserved in the last 60 s (entries not yet pruned still count), `rateLog`
+ * the reservations as `[epochMs, micros]`, `rateHead` how many entries pruning has removed.
+ */
+export interface BalanceRecord {
+  readonly pk: string;
+  readonly sk: 'BALANCE';
+  readonly availableMicros: number;
+  readonly heldMicros: number;
+  readonly spentMicros: number;
+  readonly creditedMicros: number;
+  readonly rateTotal?: number;
+  readonly rateLog?: readonly (readonly [number, number])[];
+  readonly rateHead?: number;
+}
+
+/**
+ * ledger table, one limit window: sk `KEYWIN#<keyId>#<windowId>`, `MEMBERMONTH#<memberId>#<yyyy-mm>`,
+ * `MONTH#<yyyy-mm>`. `used = settled + held`, kept as its own attribute because a condition
+ * cannot add.
+ */
+export interface WindowRecord {
+  readonly pk: string;
+  readonly sk: string;
+  readonly settledMicros: number;
+  readonly heldMicros: number;
+  readonly usedMicros: number;
+  readonly ttl?: number;
+}
+
+/** Endpoint family a request is filed under. */
+export type EndpointFamily = 'chat_completions' | 'responses';
+
+/** holds table: one open credit hold, created at admission and deleted by settlement. */
+export interface HoldRecord {
+  readonly holdId: string; // the request id
+  readonly workspaceId: string;
+  readonly keyId: string;
+  readonly memberId?: string;
+  readonly family: EndpointFamily;
+  /** Model id the request named (slug as sent). */
+  readonly requestedModel: string;
+  readonly amountMicros: number;
+  /** Upper bound of the prompt's cost; what the sweeper charges a request whose function died. */
+  readonly inputMicros: number;
+  /** ledger sort keys of the windows this hold occupies (key window, member month, workspace month). */
+  readonly windows: readonly string[];
+  /** Whether the request runs on the workspace's own provider key (not charged to the balance). */
+  readonly byok: boolean;
+  readonly createdAt: number;
+  /** Epoch ms after which the request cannot still be running (540 s limit plus grace). */
+  readonly expiresAt: number;
+  /** `1` while open: makes the hold visible in the sweeper's sparse index. */
+  readonly open: '1';
+  readonly ttl: number;
+}
+
+/** Token counts as the provider reported them. */
+export interface TokenCounts {
+  readonly inputTokens: number;
+  /** Of `inputTokens`, how many the provider served from its prompt cache. */
+  readonly cachedInputTokens: number;
+  readonly outputTokens: number;
+  /** Of `outputTokens`, how many were reasoning. */
+  readonly reasoningTokens: number;
+}
+
+/** How a request ended, as recorded on its usage row. */
+export type Outcome =
+  | 'ok'
+  | 'provider_error'
+  | 'upstream_fault'
+  | 'client_disconnected'
+  | 'balance_exhausted'
+  | 'timeout'
+  | 'swept';
+
+/** usage table: metadata about one settled request. Never a prompt or a reply. */
+export interface UsageRecord {
+  readonly workspaceId: string;
+  readonly sk: string; // `<iso time>#<requestId>`
+  readonly requestId: string;
+  readonly keyId: string;
+  readonly memberId?: string;
+  readonly family: EndpointFamily;
+  readonly requestedModel: string;
+  /** `<provider>/<model>` that actually served; absent when nothing served. */
+  readonly servedBy?: string;
+  readonly provider?: string;
+  readonly stream: boolean;
+  readonly byok: boolean;
+  readonly status: number;
+  readonly outcome: Outcome;
+  readonly inputTokens: number;
+  readonly cachedInputTokens: number;
+  readonly outputTokens: number;
+  readonly reasoningTokens: number;
+  readonly chargeMicros: number;
+  readonly holdMicros: number;
+  readonly attempts: number;
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly firstByteMs?: number;
+}

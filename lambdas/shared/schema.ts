@@ -1,0 +1,112 @@
+/**
+ * The DynamoDB tables of Sluice, described once. The CDK constructs and local mode both build
+ * their tables from this module, so a key or index cannot drift between the two.
+ *
+ * Table names are `<prefix><name>`, where the prefix is `sluice-<stage>-` (CDK) or `sluice-local-`
+ * (local mode); the functions receive the prefix in `SLUICE_TABLE_PREFIX`.
+ */
+
+/** Attribute types DynamoDB keys may have. */
+export type KeyType = 'S' | 'N';
+
+/** One key attribute. */
+export interface KeyAttribute {
+  readonly name: string;
+  readonly type: KeyType;
+}
+
+/** A global secondary index (always projecting ALL attributes). */
+export interface IndexSchema {
+  readonly indexName: string;
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey?: KeyAttribute;
+}
+
+/** A table's keys, indexes, TTL attribute and stream. */
+export interface TableSchema {
+  readonly name: TableName;
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey?: KeyAttribute;
+  readonly indexes: readonly IndexSchema[];
+  /** Attribute holding an epoch-seconds expiry for DynamoDB TTL (garbage collection only). */
+  readonly ttlAttribute?: string;
+  /** Whether the table emits a NEW_IMAGE stream. */
+  readonly stream: boolean;
+}
+
+export type TableName = 'keys' | 'workspaces' | 'ledger' | 'holds' | 'usage' | 'rollups' | 'catalog';
+
+const S = (name: string): KeyAttribute => ({ name, type: 'S' });
+const N = (name: string): KeyAttribute => ({ name, type: 'N' });
+
+/** Name of the sparse index the sweeper queries for holds by expiry. */
+export const HOLDS_BY_EXPIRY = 'byExpiry';
+/** Name of the index listing a workspace's keys. */
+export const KEYS_BY_WORKSPACE = 'byWorkspace';
+
+export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
+  /** API keys by the SHA-256 hex of the raw key. */
+  keys: {
+    name: 'keys',
+    partitionKey: S('keyHash'),
+    indexes: [{ indexName: KEYS_BY_WORKSPACE, partitionKey: S('workspaceId'), sortKey: S('keyId') }],
+    stream: false,
+  },
+  /** Workspace settings (sk `META`), members (`MEMBER#<id>`), routing profiles (`PROFILE#<slug>`). */
+  workspaces: {
+    name: 'workspaces',
+    partitionKey: S('pk'),
+    sortKey: S('sk'),
+    indexes: [],
+    stream: false,
+  },
+  /** Money: the balance (sk `BALANCE`) and every limit window, all under pk `WS#<workspaceId>`. */
+  ledger: {
+    name: 'ledger',
+    partitionKey: S('pk'),
+    sortKey: S('sk'),
+    indexes: [],
+    ttlAttribute: 'ttl',
+    stream: false,
+  },
+  /** Open credit holds, one per admitted request; `open` marks them for the sweeper's index. */
+  holds: {
+    name: 'holds',
+    partitionKey: S('holdId'),
+    indexes: [{ indexName: HOLDS_BY_EXPIRY, partitionKey: S('open'), sortKey: N('expiresAt') }],
+    ttlAttribute: 'ttl',
+    stream: false,
+  },
+  /** One metadata-only row per settled request; its stream feeds the aggregator. */
+  usage: {
+    name: 'usage',
+    partitionKey: S('workspaceId'),
+    sortKey: S('sk'),
+    indexes: [],
+    stream: true,
+  },
+  /** Daily and monthly totals written by the aggregator, plus its de-duplication markers. */
+  rollups: {
+    name: 'rollups',
+    partitionKey: S('pk'),
+    sortKey: S('sk'),
+    indexes: [],
+    ttlAttribute: 'ttl',
+    stream: false,
+  },
+  /** Model catalog (`MODEL#<id>`) and provider accounts (`PROVIDER#<name>`). */
+  catalog: {
+    name: 'catalog',
+    partitionKey: S('pk'),
+    indexes: [],
+    stream: false,
+  },
+});
+
+/** Every table, in a stable order. */
+export const ALL_TABLES: readonly TableSchema[] = Object.values(TABLES);
+
+/** The full table name for a prefix. */
+export function tableName(prefix: string, name: TableName): string {
+  return `${prefix}${name}`;
+}
