@@ -5,7 +5,7 @@ module.exports = {
   testMatch: ['**/*.test.ts'],
   transform: {
     // Type checking is `tsc --noEmit` in `npm test`; jest only transpiles.
-    '^.+\\.ts$': ['ts-jest', { isolatedModules: true, diagnostics: false }],
+    '^.+\\.ts$': ['ts-jest', { diagnostics: false }],
   },
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -34,6 +34,7 @@ export function documentClient(config: RuntimeConfig): DynamoDBDocumentClient {
 /** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
 export interface Wiring {
   readonly gateway: Gateway;
+  readonly doc: DynamoDBDocumentClient;
   readonly ledger: DynamoLedger;
   readonly directory: DynamoDirectory;
   readonly catalog: DynamoCatalog;
@@ -67,7 +68,7 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     newId: idBytes,
     ...overrides,
   });
-  return { gateway, ledger, directory, catalog, upstream };
+  return { gateway, doc, ledger, directory, catalog, upstream };
 }
 
 /** The Lambda Function URL event as the core's request. */

@@ -1,0 +1,41 @@
+/**
+ * The sweeper Lambda: invoked by an EventBridge schedule every minute (locally, by a timer calling
+ * this same handler). The event carries nothing the sweep needs; the clock decides what expired.
+ * Adapters are built once, at cold start, from the validated configuration.
+ */
+import type { Context, ScheduledEvent } from 'aws-lambda';
+import { DynamoLedger } from '../adapters/dynamo-ledger';
+import { documentClient } from '../gateway/wiring';
+import { loadConfig } from '../shared/config';
+import { tableName } from '../shared/schema';
+import { sweep, type SweepDeps } from './sweep';
+
+/** Thrown after a run in which some expired holds could not be settled, so the function's Errors metric (and its alarm) sees it. */
+export class SweepIncompleteError extends Error {
+  override readonly name = 'SweepIncompleteError';
+}
+
+/** Time kept back from the function's timeout: the last settlement started must still finish. */
+const SAFETY_MS = 10_000;
+
+const config = loadConfig();
+const doc = documentClient(config);
+const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
+const deps: SweepDeps = {
+  doc,
+  holdsTable: t('holds'),
+  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }),
+  stage: config.stage,
+};
+
+/**
+ * Settles every expired hold. Resolves to how many this run settled; rejects with
+ * {@link SweepIncompleteError} when some could not be (they stay open for the next tick).
+ */
+export async function handler(_event: ScheduledEvent | unknown, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<{ swept: number }> {
+  const now = Date.now();
+  const remaining = context?.getRemainingTimeInMillis();
+  const result = await sweep(remaining === undefined ? deps : { ...deps, deadline: now + remaining - SAFETY_MS }, now);
+  if (result.failed > 0) throw new SweepIncompleteError(`${result.failed} expired hold(s) could not be settled; the next run tries again`);
+  return { swept: result.swept };
+}
