@@ -93,6 +93,8 @@ export class DynamoLedger implements Ledger {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tables: LedgerTables,
+    /** Told of each transaction conflict (a CloudWatch metric when deployed). */
+    private readonly onConflict: () => void = () => undefined,
   ) {}
 
   /** The client, counting one round trip per use. */
@@ -205,6 +207,7 @@ export class DynamoLedger implements Ledger {
           }
           if (!isCancelled(err)) throw err;
           if (onlyConflicts(err)) {
+            this.onConflict();
             await pause(attempt);
             continue;
           }
@@ -350,6 +353,18 @@ export class DynamoLedger implements Ledger {
         await pause(attempt);
       }
     }
+    // Leave the computed charge on the hold, so the sweeper settles it for what it really cost.
+    await this.db
+      .send(
+        new UpdateCommand({
+          TableName: this.tables.holds,
+          Key: { holdId: hold.holdId },
+          UpdateExpression: 'SET pendingChargeMicros = :charge',
+          ConditionExpression: 'attribute_exists(holdId)',
+          ExpressionAttributeValues: { ':charge': chargeMicros },
+        }),
+      )
+      .catch(() => undefined);
     throw new Error('settlement did not go through after repeated conflicts');
   }
 

@@ -21,12 +21,24 @@ export class EmfTelemetry implements Telemetry {
       { Name: 'LatencyMs', Unit: 'Milliseconds' },
     ];
     const values: Record<string, number> = { Requests: 1, LatencyMs: Number(fields.durationMs ?? 0) };
+    if (typeof fields.firstByteMs === 'number') {
+      metrics.push({ Name: 'TimeToFirstByteMs', Unit: 'Milliseconds' });
+      values.TimeToFirstByteMs = fields.firstByteMs;
+    }
+    if (typeof fields.chargeMicros === 'number') {
+      metrics.push({ Name: 'SpendMicros', Unit: 'Count' });
+      values.SpendMicros = fields.chargeMicros;
+    }
     if (refused) {
       metrics.push({ Name: 'Refusals', Unit: 'Count' });
       values.Refusals = 1;
     }
     const dims = refused ? [['Stage'], ['Stage', 'Code']] : [['Stage']];
     this.emit({ ...fields, Code: refused ? String(fields.code ?? `http_${status}`) : undefined }, metrics, values, dims);
+  }
+
+  count(name: string, value: number): void {
+    this.emit({ event: 'count' }, [{ Name: name, Unit: 'Count' }], { [name]: value }, [['Stage']]);
   }
 
   upstream(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void {
@@ -50,4 +62,4 @@ export class EmfTelemetry implements Telemetry {
 }
 
 /** Telemetry that records nothing (tests, benchmarks). */
-export const silentTelemetry: Telemetry = { request: () => undefined, upstream: () => undefined };
+export const silentTelemetry: Telemetry = { request: () => undefined, upstream: () => undefined, count: () => undefined };

@@ -1,7 +1,18 @@
 /**
- * PLACEHOLDER written by the CDK work so that `cdk synth` can bundle an entry point; the real
- * handler replaces this file.
+ * The aggregator Lambda: triggered by the usage table's stream (NEW_IMAGE) with
+ * `ReportBatchItemFailures`; locally, the stream poller calls this same handler. Adapters are
+ * built once, at cold start, from the validated configuration.
  */
-export async function handler(): Promise<void> {
-  throw new Error("aggregator handler not implemented yet");
+import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import { documentClient } from '../gateway/wiring';
+import { loadConfig } from '../shared/config';
+import { tableName } from '../shared/schema';
+import { aggregate, type AggregateDeps } from './aggregate';
+
+const config = loadConfig();
+const deps: AggregateDeps = { doc: documentClient(config), rollupsTable: tableName(config.tablePrefix, 'rollups') };
+
+/** Rolls up one batch of usage records; failures come back as `batchItemFailures` (partial batch response). */
+export function handler(event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> {
+  return aggregate(deps, event);
 }

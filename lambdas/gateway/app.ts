@@ -79,6 +79,10 @@ interface Trace {
   model?: string;
   status?: number;
   code?: string | null;
+  servedBy?: string;
+  chargeMicros?: number;
+  firstByteMs?: number;
+  outcome?: string;
 }
 
 export class Gateway {
@@ -99,6 +103,10 @@ export class Gateway {
         model: trace.model,
         status: trace.status,
         code: trace.code ?? undefined,
+        servedBy: trace.servedBy,
+        outcome: trace.outcome,
+        chargeMicros: trace.chargeMicros,
+        firstByteMs: trace.firstByteMs,
         durationMs: this.deps.clock() - trace.startedAt,
       });
     }
@@ -341,6 +349,7 @@ export class Gateway {
         trace.status = status;
         trace.code = code;
       },
+      onSettled: (fields) => Object.assign(trace, fields),
     });
   }
 

@@ -42,6 +42,8 @@ export interface ForwardArgs {
   readonly traceId: string;
   readonly startedAt: number;
   readonly onStatus: (status: number, code: string | null) => void;
+  /** Told how the request ended, for the request's telemetry line. */
+  readonly onSettled?: (fields: { readonly chargeMicros: number; readonly firstByteMs?: number; readonly servedBy?: string; readonly outcome: Outcome }) => void;
 }
 
 /** Why an attempt did not produce a reply, and whether the next model may be tried. */
@@ -258,7 +260,6 @@ function estimate(hold: HoldRecord, candidate: Candidate, frames: number): numbe
 }
 
 async function relayBody(args: ForwardArgs, candidate: Candidate, response: UpstreamResponse, attempts: number): Promise<void> {
-  const started = args.deps.clock();
   const chunks: Buffer[] = [];
   for await (const chunk of response.body) chunks.push(chunk as Buffer);
   let text = Buffer.concat(chunks).toString('utf8');
@@ -277,6 +278,7 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
   }
   const chargeNow = counts === undefined ? estimate(args.hold, candidate, 0) : charge(candidate, counts);
   args.onStatus(200, null);
+  const firstByteMs = args.deps.clock() - args.startedAt;
   args.sink.start(200, successHeaders(args, candidate, attempts, 'application/json'));
   await args.sink.write(Buffer.from(text, 'utf8'));
   await args.sink.end();
@@ -288,7 +290,7 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
     outcome: 'ok',
     stream: false,
     candidate,
-    firstByteMs: args.deps.clock() - started,
+    firstByteMs,
   });
 }
 
@@ -381,6 +383,7 @@ interface SettleArgs {
 /** Settles the hold; a failure here is logged and left to the sweeper, never to the client. */
 async function settle(args: ForwardArgs, s: SettleArgs): Promise<void> {
   const { deps } = args;
+  args.onSettled?.({ chargeMicros: s.chargeMicros, firstByteMs: s.firstByteMs, servedBy: s.candidate?.model.id, outcome: s.outcome });
   try {
     await deps.ledger.settle(s.hold ?? args.hold, {
       counts: s.counts,

@@ -135,6 +135,8 @@ export interface ResponseSink {
 /** Request-level telemetry: metric values and one structured log line, never a body or key. */
 export interface Telemetry {
   request(fields: Readonly<Record<string, string | number | boolean | undefined>>): void;
+  /** A count of something that happened (e.g. `TransactionConflicts`). */
+  count?(name: string, value: number): void;
   /** One upstream call's status and latency, by provider. */
   upstream?(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void;
 }

@@ -45,7 +45,8 @@ export interface Wiring {
 export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, overrides: Partial<GatewayDeps> = {}): Wiring {
   const doc = documentClient(config);
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
-  const ledger = new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  const telemetry = overrides.telemetry ?? new EmfTelemetry(config.stage);
+  const ledger = new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => telemetry.count?.('TransactionConflicts', 1));
   const directory = new DynamoDirectory(doc, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
   const upstream = new HttpUpstream();
@@ -62,7 +63,7 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     secrets,
     ledger,
     upstream,
-    telemetry: new EmfTelemetry(config.stage),
+    telemetry,
     env,
     clock: Date.now,
     newId: idBytes,

@@ -1,0 +1,157 @@
+/**
+ * Reads the aggregator's rollups back for reports (the `sluice usage` command). One query per
+ * period in the range, since each day or month of a workspace is its own partition.
+ */
+import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { tableName } from '../shared/schema';
+import type { Outcome } from '../shared/records';
+import { OUTCOMES, rollupPk, type RollupPeriod } from './aggregate';
+
+/** Which periods to read: days as `yyyy-mm-dd`, months as `yyyy-mm`, both ends included (UTC). */
+export interface UsageQuery {
+  readonly workspaceId: string;
+  readonly period: RollupPeriod;
+  readonly from: string;
+  readonly to: string;
+}
+
+/** One totals item: a period's totals overall, for one key, or for one model. */
+export interface UsageRow {
+  readonly period: RollupPeriod;
+  /** `yyyy-mm-dd` or `yyyy-mm`. */
+  readonly periodId: string;
+  readonly scope: 'all' | 'key' | 'model';
+  /** The key id or model id; absent for `all`. */
+  readonly id?: string;
+  readonly requests: number;
+  readonly byokRequests: number;
+  readonly inputTokens: number;
+  readonly cachedInputTokens: number;
+  readonly outputTokens: number;
+  readonly reasoningTokens: number;
+  readonly chargeMicros: number;
+  readonly uncollectedMicros: number;
+  /** Requests by how they ended; outcomes never seen are absent. */
+  readonly outcomes: Readonly<Partial<Record<Outcome, number>>>;
+}
+
+/** Most periods one query may span: a year of days, ten years of months. */
+export const MAX_PERIODS: Readonly<Record<RollupPeriod, number>> = { day: 366, month: 120 };
+
+const DAY_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const MONTH_RE = /^(\d{4})-(\d{2})$/;
+const pad = (n: number): string => String(n).padStart(2, '0');
+
+/** Epoch ms of the UTC start of a `yyyy-mm-dd` or `yyyy-mm`, or undefined when it is not a real date. */
+function startOf(period: RollupPeriod, id: string): number | undefined {
+  const m = (period === 'day' ? DAY_RE : MONTH_RE).exec(id);
+  if (m === null) return undefined;
+  const y = Number(m[1]);
+  const mo = Number(m[2]) - 1;
+  const d = period === 'day' ? Number(m[3]) : 1;
+  const ms = Date.UTC(y, mo, d);
+  const back = new Date(ms);
+  // Date.UTC rolls 2026-02-30 over into March: refuse it rather than read another day.
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo || back.getUTCDate() !== d) return undefined;
+  return ms;
+}
+
+/**
+ * The period ids from `from` to `to` inclusive.
+ *
+ * @throws RangeError when an end is not a valid id of the period, `from` is after `to`, or the
+ * range spans more than {@link MAX_PERIODS}.
+ */
+export function periodIds(period: RollupPeriod, from: string, to: string): string[] {
+  const start = startOf(period, from);
+  const end = startOf(period, to);
+  const shape = period === 'day' ? 'yyyy-mm-dd' : 'yyyy-mm';
+  if (start === undefined) throw new RangeError(`from must be a ${shape} date, got ${JSON.stringify(from)}`);
+  if (end === undefined) throw new RangeError(`to must be a ${shape} date, got ${JSON.stringify(to)}`);
+  if (start > end) throw new RangeError(`from (${from}) is after to (${to})`);
+  const ids: string[] = [];
+  for (let d = new Date(start); d.getTime() <= end; ) {
+    if (ids.length >= MAX_PERIODS[period]) throw new RangeError(`at most ${MAX_PERIODS[period]} ${period}s at once`);
+    ids.push(period === 'day' ? `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}` : `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}`);
+    d = period === 'day' ? new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)) : new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1));
+  }
+  return ids;
+}
+
+function count(item: Record<string, unknown>, name: string): number {
+  const v = item[name];
+  return typeof v === 'number' ? v : 0;
+}
+
+function toRow(period: RollupPeriod, periodId: string, item: Record<string, unknown>): UsageRow | undefined {
+  const sk = String(item.sk);
+  let scope: UsageRow['scope'];
+  let id: string | undefined;
+  if (sk === 'ALL') scope = 'all';
+  else if (sk.startsWith('KEY#')) [scope, id] = ['key', sk.slice(4)];
+  else if (sk.startsWith('MODEL#')) [scope, id] = ['model', sk.slice(6)];
+  else return undefined;
+  const outcomes: Partial<Record<Outcome, number>> = {};
+  for (const o of OUTCOMES) if (count(item, `outcome_${o}`) > 0) outcomes[o] = count(item, `outcome_${o}`);
+  return {
+    period,
+    periodId,
+    scope,
+    ...(id === undefined ? {} : { id }),
+    requests: count(item, 'requests'),
+    byokRequests: count(item, 'byokRequests'),
+    inputTokens: count(item, 'inputTokens'),
+    cachedInputTokens: count(item, 'cachedInputTokens'),
+    outputTokens: count(item, 'outputTokens'),
+    reasoningTokens: count(item, 'reasoningTokens'),
+    chargeMicros: count(item, 'chargeMicros'),
+    uncollectedMicros: count(item, 'uncollectedMicros'),
+    outcomes,
+  };
+}
+
+/** Queries run at once; a month of days is a burst of 31 small queries. */
+const PARALLEL = 8;
+
+/**
+ * The workspace's totals items for every period in the range, in period order and, within a
+ * period, `ALL` then keys then models (the sort-key order). Periods without traffic give no rows.
+ *
+ * @throws RangeError for a bad range (see {@link periodIds}).
+ */
+export async function readUsage(doc: DynamoDBDocumentClient, tablePrefix: string, query: UsageQuery): Promise<UsageRow[]> {
+  const ids = periodIds(query.period, query.from, query.to);
+  const table = tableName(tablePrefix, 'rollups');
+  const results: UsageRow[][] = new Array<UsageRow[]>(ids.length);
+  const readOne = async (index: number): Promise<void> => {
+    const periodId = ids[index] as string;
+    const rows: UsageRow[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await doc.send(
+        new QueryCommand({
+          TableName: table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': rollupPk(query.workspaceId, query.period, periodId) },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const row = toRow(query.period, periodId, item);
+        if (row !== undefined) rows.push(row);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start !== undefined);
+    results[index] = rows;
+  };
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < ids.length) {
+      const index = next;
+      next += 1;
+      await readOne(index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, ids.length) }, lane));
+  return results.flat();
+}
