@@ -316,32 +316,38 @@ export class DynamoLedger implements Ledger {
     if (expired.length > 0) await this.prune(pk, expired);
   }
 
-  async settle(hold: HoldRecord, settlement: Settlement): Promise<void> {
+  async settle(given: HoldRecord, settlement: Settlement): Promise<boolean> {
+    let hold = given;
     const pk = `WS#${hold.workspaceId}`;
     let chargeMicros = hold.byok ? 0 : settlement.chargeMicros;
     let uncollectedMicros = 0;
+    let lastError: unknown;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
       const items = this.settleItems(pk, hold, settlement, chargeMicros, uncollectedMicros);
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
         if (!hold.byok) await this.maybePrune(hold.workspaceId, settlement.now).catch(() => undefined);
-        return;
+        return true;
       } catch (err) {
+        lastError = err;
         if (!isCancelled(err)) {
-          if (attempt < 3) {
-            await pause(attempt);
-            continue;
-          }
-          throw err;
+          if (attempt >= 3) break;
+          await pause(attempt);
+          continue;
         }
         const reasons = err.CancellationReasons ?? [];
-        if (reasons[0]?.Code === 'ConditionalCheckFailed') return; // already settled: idempotent
+        if (reasons[0]?.Code === 'ConditionalCheckFailed') {
+          // Either already settled (idempotent: nothing to do), or the stored hold has grown
+          // since this copy was taken: settle what is stored, so the right amount returns.
+          const stored = await this.db.send(new GetCommand({ TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConsistentRead: true }));
+          if (stored.Item === undefined) return false;
+          hold = { ...hold, amountMicros: num(stored.Item.amountMicros) };
+          continue;
+        }
         if (reasons[1]?.Code === 'ConditionalCheckFailed' && !hold.byok) {
           // The charge exceeds the hold by more than the balance holds: collect what is there,
           // so the balance never goes below zero, and record the rest as uncollected.
-          const got = await this.db.send(
-            new GetCommand({ TableName: this.tables.ledger, Key: { pk, sk: BALANCE_SK }, ConsistentRead: true }),
-          );
+          const got = await this.db.send(new GetCommand({ TableName: this.tables.ledger, Key: { pk, sk: BALANCE_SK }, ConsistentRead: true }));
           const available = Math.max(0, num(got.Item?.availableMicros));
           const collectable = hold.amountMicros + available;
           if (chargeMicros > collectable) {
@@ -350,6 +356,7 @@ export class DynamoLedger implements Ledger {
           }
           continue;
         }
+        if (onlyConflicts(err)) this.onConflict();
         await pause(attempt);
       }
     }
@@ -361,11 +368,11 @@ export class DynamoLedger implements Ledger {
           Key: { holdId: hold.holdId },
           UpdateExpression: 'SET pendingChargeMicros = :charge',
           ConditionExpression: 'attribute_exists(holdId)',
-          ExpressionAttributeValues: { ':charge': chargeMicros },
+          ExpressionAttributeValues: { ':charge': chargeMicros + uncollectedMicros },
         }),
       )
       .catch(() => undefined);
-    throw new Error('settlement did not go through after repeated conflicts');
+    throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
   private settleItems(pk: string, hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number): TransactItems {
@@ -397,8 +404,16 @@ export class DynamoLedger implements Ledger {
       ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
     };
     const items: TransactItems = [
-      // Settling is conditional on the hold still existing, which makes it idempotent.
-      { Delete: { TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConditionExpression: 'attribute_exists(holdId)' } },
+      // Settling is conditional on the hold still existing, which makes it idempotent, and on
+      // its amount, so a stale copy of a hold that has since grown cannot release the wrong sum.
+      {
+        Delete: {
+          TableName: this.tables.holds,
+          Key: { holdId: hold.holdId },
+          ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount',
+          ExpressionAttributeValues: { ':amount': hold.amountMicros },
+        },
+      },
     ];
     if (!hold.byok) {
       const release = hold.amountMicros - chargeMicros;

@@ -4,7 +4,7 @@
  * built once, at cold start, from the validated configuration.
  */
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import { documentClient } from '../gateway/wiring';
+import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
 import { aggregate, type AggregateDeps } from './aggregate';

@@ -4,16 +4,18 @@
  *
  * A frame is forwarded as soon as its terminating blank line has arrived; only an incomplete
  * trailing frame is kept back, because the relay must see a whole frame before it knows whether
- * that frame is the usage-only chunk it asked for itself (DESIGN decision 4) or the end marker
- * before which the `:x-sluice-usage` comment goes.
+ * that frame is the usage-only chunk it asked for itself (DESIGN decision 4), the end marker
+ * before which the `:x-sluice-usage` comment goes, or a fault (a data frame that is not JSON, or
+ * the provider's own in-band error). A fault is never forwarded: the caller ends the stream with
+ * one error frame in SPEC's envelope instead (DESIGN decision 9), and nothing after it passes.
  */
 import type { EndpointFamily, TokenCounts } from '../shared/records';
 
 const LF_LF = Buffer.from('\n\n');
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
-const DONE_PREFIX = 'data: [DONE]';
+const DONE = '[DONE]';
 const USAGE_NULL = ',"usage":null';
-const RESPONSE_END_TYPES = ['"type":"response.completed"', '"type":"response.incomplete"', '"type":"response.failed"'];
+const RESPONSE_END_TYPES: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 /** Token counts from an OpenAI-format usage object (chat or responses naming); undefined if absent. */
 export function readUsage(usage: unknown): TokenCounts | undefined {
@@ -47,12 +49,21 @@ export interface RelayOptions {
   readonly injectedUsage: boolean;
 }
 
+/**
+ * Why a provider stream cannot be relayed further: a data frame that is not a JSON object
+ * (`malformed`), or the provider's own in-band error (`provider_error`: a chat `{"error":…}`
+ * frame, a responses `error` event).
+ */
+export type RelayFault = 'malformed' | 'provider_error';
+
 /** What to do with the bytes of one upstream chunk. */
 export interface RelayStep {
   /** Bytes to write to the client now (possibly empty). */
   readonly out: Buffer | undefined;
   /** The end marker arrived: the caller writes the usage comment, then `done`, then ends. */
   readonly done?: Buffer;
+  /** The stream broke: the caller writes `out`, then one error frame, then ends. */
+  readonly fault?: RelayFault;
 }
 
 /** Incremental relay of one provider stream. */
@@ -60,12 +71,24 @@ export class SseRelay {
   private pending: Buffer = Buffer.alloc(0);
   /** Counts reported by the provider in the stream, once seen. */
   usage: TokenCounts | undefined;
-  /** Data frames forwarded so far: the estimate of output produced when no counts arrive. */
+  /**
+   * Frames that carry output so far, the estimate of output produced when no counts arrive:
+   * every chat data frame; for responses, the `*.delta` events.
+   */
   frames = 0;
   /** Whether the stream's end marker (chat `[DONE]`) has been seen. */
   ended = false;
+  /** Whether a responses stream's terminal event (completed, incomplete, failed) has been seen. */
+  terminal = false;
+  /** Set once the stream has broken; nothing after the fault is forwarded. */
+  fault: RelayFault | undefined;
 
   constructor(private readonly options: RelayOptions) {}
+
+  /** Whether the provider finished its stream properly: `[DONE]`, or a terminal responses event. */
+  get complete(): boolean {
+    return this.options.family === 'chat_completions' ? this.ended : this.terminal;
+  }
 
   /** Feeds one upstream chunk; returns what to forward now. */
   push(chunk: Buffer): RelayStep {
@@ -73,6 +96,7 @@ export class SseRelay {
     const pieces: Buffer[] = [];
     let start = 0;
     let done: Buffer | undefined;
+    let fault: RelayFault | undefined;
     for (;;) {
       const lf = buf.indexOf(LF_LF, start);
       const crlf = buf.indexOf(CRLF_CRLF, start);
@@ -82,21 +106,26 @@ export class SseRelay {
       else end = lf + 2;
       const frame = buf.subarray(start, end);
       start = end;
-      if (this.ended) continue; // nothing after the end marker is forwarded
+      if (this.ended || this.fault !== undefined) continue; // nothing after the end marker or a fault
       const kept = this.inspect(frame);
       if (kept === 'done') {
         this.ended = true;
         done = frame;
         continue;
       }
+      if (kept === 'fault') {
+        fault = this.fault;
+        continue;
+      }
       if (kept !== undefined) pieces.push(kept);
     }
     this.pending = start === buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
     const out = pieces.length === 0 ? undefined : pieces.length === 1 ? pieces[0] : Buffer.concat(pieces);
+    if (fault !== undefined) return { out, fault };
     return done === undefined ? { out } : { out, done };
   }
 
-  /** Bytes of an incomplete last frame left when the upstream ended (forwarded as they are). */
+  /** Bytes of an incomplete last frame left when the upstream ended (as they are). */
   flush(): Buffer | undefined {
     if (this.pending.length === 0 || this.ended) return undefined;
     const rest = this.pending;
@@ -104,23 +133,40 @@ export class SseRelay {
     return rest;
   }
 
-  /** Returns the frame to forward, `undefined` to withhold it, or `'done'` for the end marker. */
-  private inspect(frame: Buffer): Buffer | undefined | 'done' {
-    // Only frames that can carry usage or end the stream are decoded; the rest pass as bytes.
-    const text = frame.toString('latin1');
+  /**
+   * The upstream ended cleanly: an unterminated last frame is judged like any other (a provider
+   * may close right after `data: [DONE]\n`), so a truncated one is a fault, never forwarded.
+   */
+  end(): RelayStep {
+    const rest = this.flush();
+    if (rest === undefined || this.fault !== undefined || rest.toString('latin1').trim() === '') return { out: undefined };
+    const kept = this.inspect(rest);
+    if (kept === 'done') {
+      this.ended = true;
+      return { out: undefined, done: rest };
+    }
+    if (kept === 'fault') return { out: undefined, fault: this.fault };
+    return { out: kept };
+  }
+
+  /** Returns the frame to forward, `undefined` to withhold it, `'done'` for the end marker, or `'fault'`. */
+  private inspect(frame: Buffer): Buffer | undefined | 'done' | 'fault' {
+    const fields = frameFields(frame);
+    if (fields.data === undefined) return frame; // a comment or keep-alive
     if (this.options.family === 'chat_completions') {
-      if (text.startsWith(DONE_PREFIX)) return 'done';
-      if (!text.startsWith('data:')) return frame;
+      if (fields.data.trim() === DONE) return 'done';
       this.frames += 1;
-      const hasUsage = text.includes('"usage":{');
-      if (hasUsage) {
-        const parsed = parseDataFrame(frame);
-        const counts = parsed === undefined ? undefined : readUsage(parsed.usage);
-        if (counts !== undefined) this.usage = counts;
-        if (this.options.injectedUsage && parsed !== undefined && Array.isArray(parsed.choices) && parsed.choices.length === 0) {
+      const parsed = parseObject(fields.data);
+      if (parsed === undefined) return this.broke('malformed');
+      if (parsed.error !== undefined && parsed.error !== null) return this.broke('provider_error');
+      const counts = readUsage(parsed.usage);
+      if (counts !== undefined) {
+        this.usage = counts;
+        if (this.options.injectedUsage && Array.isArray(parsed.choices) && parsed.choices.length === 0) {
           return undefined; // the usage-only chunk Sluice asked for; the client did not
         }
       }
+      const text = frame.toString('latin1');
       if (this.options.injectedUsage && text.includes(USAGE_NULL)) {
         // Asking for usage makes OpenAI add `"usage":null` to every chunk; strip it so the client
         // gets the bytes it would have had without asking. Inside JSON strings a quote is escaped,
@@ -130,10 +176,14 @@ export class SseRelay {
       return frame;
     }
     // Responses: events are `event:`/`data:` pairs; usage rides on the terminal response event.
-    if (text.includes('data:')) this.frames += 1;
-    if (RESPONSE_END_TYPES.some((t) => text.includes(t))) {
-      const parsed = parseDataFrame(frame);
-      const response = parsed?.response;
+    const parsed = parseObject(fields.data);
+    if (parsed === undefined) return this.broke('malformed');
+    const type = typeof parsed.type === 'string' ? parsed.type : fields.event;
+    if (fields.event === 'error' || type === 'error') return this.broke('provider_error');
+    if (type !== undefined && type.endsWith('.delta')) this.frames += 1;
+    if (type !== undefined && RESPONSE_END_TYPES.has(type)) {
+      this.terminal = true;
+      const response = parsed.response;
       if (response !== null && typeof response === 'object') {
         const counts = readUsage((response as Record<string, unknown>).usage);
         if (counts !== undefined) this.usage = counts;
@@ -141,15 +191,26 @@ export class SseRelay {
     }
     return frame;
   }
+
+  private broke(fault: RelayFault): 'fault' {
+    this.fault = fault;
+    return 'fault';
+  }
 }
 
-/** Parses the JSON of a frame's `data:` lines; undefined when it is not JSON. */
-function parseDataFrame(frame: Buffer): Record<string, unknown> | undefined {
-  const lines = frame.toString('utf8').split(/\r?\n/);
-  const data = lines
-    .filter((l) => l.startsWith('data:'))
-    .map((l) => l.slice(5).replace(/^ /, ''))
-    .join('\n');
+/** The `event:` name and the joined `data:` lines of one frame (SSE: one optional space after the colon). */
+function frameFields(frame: Buffer): { readonly event?: string; readonly data?: string } {
+  let event: string | undefined;
+  const data: string[] = [];
+  for (const line of frame.toString('utf8').split(/\r\n|\r|\n/)) {
+    if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+    else if (line.startsWith('event:')) event = line.slice(6).replace(/^ /, '');
+  }
+  return data.length === 0 ? { event } : { event, data: data.join('\n') };
+}
+
+/** Parses a frame's data as a JSON object; undefined when it is not one. */
+function parseObject(data: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(data);
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;

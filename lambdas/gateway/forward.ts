@@ -6,8 +6,8 @@
  */
 import { SluiceError, errorFrame, relayedRefusal, renderError, type ErrorKind } from '../core/errors';
 import { setTopLevel } from '../core/json-splice';
-import { chargeMicros, costMicros, type HoldSize, type Rates } from '../core/pricing';
-import { SseRelay, readUsage, usageComment } from '../core/sse';
+import { chargeMicros, costMicros, promptBound, sizeHold, type HoldSize, type Rates } from '../core/pricing';
+import { SseRelay, readUsage, usageComment, type RelayFault } from '../core/sse';
 import type { CatalogModel } from '../shared/catalog-types';
 import type { EndpointFamily, HoldRecord, Outcome, TokenCounts } from '../shared/records';
 import type { GatewayDeps } from './app';
@@ -50,10 +50,16 @@ export interface ForwardArgs {
 interface Failure {
   readonly error: SluiceError;
   readonly fallback: boolean;
+  /** For `upstream_rate_limited`: the provider's figure, already held between 1 and 60. */
+  readonly retryAfterSeconds?: number;
 }
 
 class DeadlineError extends Error {
   override readonly name = 'DeadlineError';
+}
+
+class FirstByteTimeoutError extends Error {
+  override readonly name = 'FirstByteTimeoutError';
 }
 
 function ratesOf(model: CatalogModel): Rates {
@@ -65,10 +71,12 @@ function ratesOf(model: CatalogModel): Rates {
   };
 }
 
-function retryAfter(header: string | undefined): number {
-  if (header === undefined) return RETRY_AFTER_DEFAULT;
-  const seconds = Number(header);
-  let value = Number.isFinite(seconds) ? seconds : (Date.parse(header) - Date.now()) / 1000;
+/** SPEC's Retry-After of `upstream_rate_limited`: the provider's figure held to 1..60, 5 when none. */
+export function retryAfter(header: string | undefined): number {
+  const raw = header?.trim();
+  if (raw === undefined || raw === '') return RETRY_AFTER_DEFAULT;
+  // Delay-seconds, or an HTTP-date.
+  let value = /^[+-]?\d+(\.\d+)?$/.test(raw) ? Number(raw) : (Date.parse(raw) - Date.now()) / 1000;
   if (!Number.isFinite(value)) return RETRY_AFTER_DEFAULT;
   value = Math.ceil(value);
   return Math.min(RETRY_AFTER_MAX, Math.max(RETRY_AFTER_MIN, value));
@@ -101,10 +109,12 @@ function failureFor(status: number, headers: UpstreamResponse['headers'], body: 
     if (byok) {
       return { fallback: true, error: new SluiceError('provider_key_refused_429', `${name} says the workspace's own key is over its rate limit. Retry with backoff.`) };
     }
+    const seconds = retryAfter(headers['retry-after']);
     return {
       fallback: true,
+      retryAfterSeconds: seconds,
       error: new SluiceError('upstream_rate_limited', `${name} is rate-limiting calls to ${candidate.model.id}. Retry after the time given.`, {
-        'Retry-After': String(retryAfter(headers['retry-after'])),
+        'Retry-After': String(seconds),
       }),
     };
   }
@@ -126,6 +136,23 @@ function failureFor(status: number, headers: UpstreamResponse['headers'], body: 
   return { fallback: status === 404 || status === 408, error: relayedRefusal(status, body) };
 }
 
+/**
+ * The answer when no attempt produced a reply: the last attempt's failure. When that is a rate
+ * limit, its Retry-After is the soonest any rate-limited model of the chain named.
+ */
+function exhausted(failures: readonly Failure[]): SluiceError {
+  const last = failures[failures.length - 1];
+  if (last === undefined) return new SluiceError('internal', 'No provider answered.');
+  if (last.error.kind !== 'upstream_rate_limited') return last.error;
+  const figures = failures.map((f) => f.retryAfterSeconds).filter((s): s is number => s !== undefined);
+  const message = failures.length > 1 ? 'Every model of the route that was tried is rate-limiting calls. Retry after the time given.' : last.error.message;
+  return new SluiceError('upstream_rate_limited', message, { 'Retry-After': String(Math.min(...figures)) });
+}
+
+function timeoutError(deps: GatewayDeps): SluiceError {
+  return new SluiceError('request_timeout', `The request ran past the ${Math.round(deps.config.requestLimitMs / 1000)}-second limit. Split the work or stream it.`);
+}
+
 /** Runs the attempts, relays the reply, and settles. Never throws. */
 export async function forward(args: ForwardArgs): Promise<void> {
   const { deps, candidates } = args;
@@ -133,25 +160,23 @@ export async function forward(args: ForwardArgs): Promise<void> {
   const deadlineMs = args.startedAt + deps.config.requestLimitMs;
   const timer = setTimeout(() => overall.abort(new DeadlineError()), Math.max(0, deadlineMs - deps.clock()));
   let attempts = 0;
-  let failure: Failure | undefined;
+  const failures: Failure[] = [];
   try {
     for (const [index, candidate] of candidates.entries()) {
       attempts += 1;
       const result = await attempt(args, candidate, overall.signal, index === candidates.length - 1);
       if (result.kind === 'reply') {
         if (args.parsed.stream === true) await relayStream(args, candidate, result.response, result.injectedUsage, attempts, overall);
-        else await relayBody(args, candidate, result.response, attempts);
+        else await relayBody(args, candidate, result.response, attempts, overall.signal);
         return;
       }
-      failure = result.failure;
-      if (!failure.fallback || overall.signal.aborted) break;
+      failures.push(result.failure);
+      if (!result.failure.fallback || overall.signal.aborted) break;
     }
-    const error =
-      overall.signal.aborted
-        ? new SluiceError('request_timeout', `The request ran past the ${Math.round(deps.config.requestLimitMs / 1000)}-second limit. Split the work or stream it.`)
-        : (failure?.error ?? new SluiceError('internal', 'No provider answered.'));
+    const timedOut = overall.signal.aborted;
+    const error = timedOut ? timeoutError(deps) : exhausted(failures);
     await writeError(args, error);
-    await settle(args, { counts: undefined, chargeMicros: 0, attempts, status: error.status, outcome: 'provider_error', stream: false });
+    await settle(args, { counts: undefined, chargeMicros: 0, attempts, status: error.status, outcome: timedOut ? 'timeout' : 'provider_error', stream: false });
   } catch (err) {
     // A fault of our own after admission: answer if nothing was sent, and release the hold.
     console.error(JSON.stringify({ level: 'error', requestId: args.requestId, fault: err instanceof Error ? err.name : typeof err }));
@@ -187,35 +212,33 @@ async function attempt(args: ForwardArgs, candidate: Candidate, overall: AbortSi
   const { text, injectedUsage } = buildUpstreamBody(args.body, args.parsed, family, candidate.model, candidate.provider);
   const payload = Buffer.from(text, 'utf8');
   const started = deps.clock();
+  // A model that is not the chain's last gets a limited wait for its first byte (the status line),
+  // and only for that: once it has begun answering, only the request's own deadline applies.
+  const firstByte = last ? undefined : new AbortController();
+  const firstByteTimer =
+    firstByte === undefined ? undefined : setTimeout(() => firstByte.abort(new FirstByteTimeoutError()), deps.config.attemptTimeoutMs);
   try {
     const response = await deps.upstream.send({
       url: endpointUrl(base, family),
       headers: upstreamHeaders(candidate.provider, key, payload.length),
       body: payload,
-      signal: last ? overall : attemptSignal(overall, deps.config.attemptTimeoutMs),
+      signal: firstByte === undefined ? overall : AbortSignal.any([overall, firstByte.signal]),
     });
+    clearTimeout(firstByteTimer);
     deps.telemetry.upstream?.({ provider: candidate.provider.name, status: response.status, latencyMs: deps.clock() - started });
     if (response.status >= 200 && response.status < 300) return { kind: 'reply', response, injectedUsage };
     const errBody = parseJson(await readLimited(response.body, MAX_ERROR_BODY));
     return { kind: 'failed', failure: failureFor(response.status, response.headers, errBody, candidate) };
   } catch {
-    if (overall.aborted) return { kind: 'failed', failure: { fallback: false, error: new SluiceError('request_timeout', 'The request ran past its time limit.') } };
-    return {
-      kind: 'failed',
-      failure: {
-        fallback: true,
-        error: new SluiceError(
-          'model_not_available',
-          `The provider still serves ${candidate.model.id}, but Sluice cannot reach it right now. Nothing about the request is wrong; retry later.`,
-        ),
-      },
-    };
+    if (overall.aborted) return { kind: 'failed', failure: { fallback: false, error: timeoutError(deps) } };
+    const message =
+      firstByte?.signal.aborted === true
+        ? `${candidate.model.id} did not begin answering within ${Math.round(deps.config.attemptTimeoutMs / 1000)} seconds. Nothing about the request is wrong; retry later.`
+        : `The provider still serves ${candidate.model.id}, but Sluice cannot reach it right now. Nothing about the request is wrong; retry later.`;
+    return { kind: 'failed', failure: { fallback: true, error: new SluiceError('model_not_available', message) } };
+  } finally {
+    clearTimeout(firstByteTimer);
   }
-}
-
-/** A signal that aborts with the overall one, or when a non-final attempt waits too long. */
-function attemptSignal(overall: AbortSignal, timeoutMs: number): AbortSignal {
-  return AbortSignal.any([overall, AbortSignal.timeout(timeoutMs)]);
 }
 
 function successHeaders(args: ForwardArgs, candidate: Candidate, attempts: number, contentType: string): Record<string, string> {
@@ -250,25 +273,60 @@ function charge(candidate: Candidate, counts: TokenCounts): number {
 }
 
 /**
- * The charge when the provider's counts never arrived (a cut stream, a body that is not JSON):
- * the prompt's upper bound plus one output token per frame received, never more than the hold.
+ * The hold the serving model alone would have needed (the admitted one covers the chain's most
+ * expensive model): its prompt bound at its own input rate, and its own output ceiling.
  */
-function estimate(hold: HoldRecord, candidate: Candidate, frames: number): number {
-  if (candidate.byokSecret !== undefined) return 0;
-  const output = costMicros(frames, ratesOf(candidate.model).outputRateThousandths);
-  return Math.min(hold.amountMicros, hold.inputMicros + output);
+function servingSize(args: ForwardArgs, candidate: Candidate): HoldSize | undefined {
+  if (candidate.byokSecret !== undefined) return undefined;
+  try {
+    return sizeHold(candidate.model, args.parsed, promptBound(Buffer.byteLength(args.body, 'utf8'), args.parsed));
+  } catch {
+    return args.holdSize;
+  }
 }
 
-async function relayBody(args: ForwardArgs, candidate: Candidate, response: UpstreamResponse, attempts: number): Promise<void> {
+/**
+ * The charge when the provider's counts never arrived (a cut stream, a body that is not JSON):
+ * the prompt's upper bound at the serving model's rate plus one output token per frame received,
+ * never more than the hold.
+ */
+function estimate(args: ForwardArgs, hold: HoldRecord, candidate: Candidate, frames: number): number {
+  if (candidate.byokSecret !== undefined) return 0;
+  const input = servingSize(args, candidate)?.inputMicros ?? hold.inputMicros;
+  const output = costMicros(frames, ratesOf(candidate.model).outputRateThousandths);
+  return Math.min(hold.amountMicros, input + output);
+}
+
+/** Writes to the client; false once the client has gone (settlement goes on regardless). */
+async function tryWrite(sink: ResponseSink, chunk: Buffer): Promise<boolean> {
+  try {
+    await sink.write(chunk);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function relayBody(args: ForwardArgs, candidate: Candidate, response: UpstreamResponse, attempts: number, overall: AbortSignal): Promise<void> {
   const chunks: Buffer[] = [];
-  for await (const chunk of response.body) chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of response.body) chunks.push(chunk as Buffer);
+  } catch {
+    // The provider began its reply and broke off (or the deadline passed) before the body was whole.
+    const timedOut = overall.aborted;
+    const error = timedOut ? timeoutError(args.deps) : new SluiceError('internal', `${candidate.provider.displayName} broke off its reply. Retry with backoff.`);
+    await writeError(args, error);
+    const status = error.status;
+    await settle(args, { counts: undefined, chargeMicros: estimate(args, args.hold, candidate, 0), attempts, status, outcome: timedOut ? 'timeout' : 'upstream_fault', stream: false, candidate });
+    return;
+  }
   let text = Buffer.concat(chunks).toString('utf8');
   const parsed = parseJson(Buffer.from(text, 'utf8'));
   const record = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
   const counts = record === undefined ? undefined : readUsage(record.usage);
   if (record === undefined) {
     await writeError(args, new SluiceError('internal', `${candidate.provider.displayName} sent a reply that is not JSON.`));
-    await settle(args, { counts: undefined, chargeMicros: estimate(args.hold, candidate, 0), attempts, status: 500, outcome: 'upstream_fault', stream: false, candidate });
+    await settle(args, { counts: undefined, chargeMicros: estimate(args, args.hold, candidate, 0), attempts, status: 500, outcome: 'upstream_fault', stream: false, candidate });
     return;
   }
   // SPEC's echo rule: a pinned chat request gets back the slug it sent; a route, or a body with no
@@ -276,22 +334,42 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
   if (args.family === 'chat_completions' && !args.route && typeof record.model === 'string') {
     text = setTopLevel(text, 'model', JSON.stringify(args.requestedModel));
   }
-  const chargeNow = counts === undefined ? estimate(args.hold, candidate, 0) : charge(candidate, counts);
+  const chargeNow = counts === undefined ? estimate(args, args.hold, candidate, 0) : charge(candidate, counts);
   args.onStatus(200, null);
   const firstByteMs = args.deps.clock() - args.startedAt;
   args.sink.start(200, successHeaders(args, candidate, attempts, 'application/json'));
-  await args.sink.write(Buffer.from(text, 'utf8'));
-  await args.sink.end();
+  const delivered = await tryWrite(args.sink, Buffer.from(text, 'utf8'));
+  await args.sink.end().catch(() => undefined);
   await settle(args, {
     counts,
     chargeMicros: chargeNow,
     attempts,
     status: 200,
-    outcome: 'ok',
+    outcome: delivered ? 'ok' : 'client_disconnected',
     stream: false,
     candidate,
     firstByteMs,
   });
+}
+
+/** How a stream that had begun ended early: the in-band error frame and the usage row's outcome. */
+interface Ending {
+  readonly kind: ErrorKind;
+  readonly message: string;
+  readonly outcome: Outcome;
+}
+
+function brokenStream(candidate: Candidate, fault: RelayFault | 'reset' | 'unfinished'): Ending {
+  const name = candidate.provider.displayName;
+  const why =
+    fault === 'malformed'
+      ? `${name} sent a stream frame that is not JSON`
+      : fault === 'provider_error'
+        ? `${name} reported an error part way through the stream`
+        : fault === 'reset'
+          ? `${name} broke off the stream`
+          : `${name} ended the stream before finishing it`;
+  return { kind: 'upstream_stream_failed', message: `${why}; it ends here and is charged for what was produced.`, outcome: 'upstream_fault' };
 }
 
 async function relayStream(
@@ -308,14 +386,25 @@ async function relayStream(
   args.onStatus(200, null);
   sink.start(200, { ...successHeaders(args, candidate, attempts, 'text/event-stream; charset=utf-8'), 'cache-control': 'no-cache' });
   const firstByteMs = deps.clock() - args.startedAt;
-  let coveredTokens = args.holdSize?.outputCeilingTokens ?? Number.POSITIVE_INFINITY;
+  // The serving model's own ceiling: the hold covers at least that much of its output.
+  let coveredTokens = servingSize(args, candidate)?.outputCeilingTokens ?? args.holdSize?.outputCeilingTokens ?? Number.POSITIVE_INFINITY;
   const outputRate = ratesOf(candidate.model).outputRateThousandths;
-  let ending: { kind: ErrorKind; message: string; outcome: Outcome } | undefined;
+  let ending: Ending | undefined;
   let doneFrame: Buffer | undefined;
+  let clientGone = false;
   try {
     for await (const chunk of response.body) {
       const step = relay.push(chunk as Buffer);
-      if (step.out !== undefined) await sink.write(step.out);
+      if (step.out !== undefined && !(await tryWrite(sink, step.out))) {
+        // The client went away: stop the provider too, and settle on what it produced.
+        clientGone = true;
+        ending = { kind: 'upstream_stream_failed', message: 'The client went away.', outcome: 'client_disconnected' };
+        break;
+      }
+      if (step.fault !== undefined) {
+        ending = brokenStream(candidate, step.fault);
+        break;
+      }
       if (step.done !== undefined) {
         doneFrame = step.done;
         break;
@@ -333,15 +422,20 @@ async function relayStream(
         hold = { ...hold, amountMicros: hold.amountMicros + costMicros(extraTokens, outputRate) };
       }
     }
+    if (ending === undefined && doneFrame === undefined) {
+      // The provider closed the stream cleanly: judge what is left, then whether it finished.
+      const last = relay.end();
+      if (last.out !== undefined) clientGone = !(await tryWrite(sink, last.out));
+      if (last.fault !== undefined) ending = brokenStream(candidate, last.fault);
+      else if (last.done !== undefined) doneFrame = last.done;
+      else if (!relay.complete) ending = brokenStream(candidate, 'unfinished');
+    }
   } catch {
     ending = overall.signal.aborted
       ? { kind: 'request_timeout', message: 'The request ran past its time limit; the stream ends here.', outcome: 'timeout' }
-      : { kind: 'upstream_stream_failed', message: `${candidate.provider.displayName} broke off the stream; it ends here and is charged for what was produced.`, outcome: 'upstream_fault' };
+      : brokenStream(candidate, 'reset');
   }
-  if (ending === undefined && doneFrame === undefined) {
-    const rest = relay.flush();
-    if (rest !== undefined) await sink.write(rest);
-  }
+  if (clientGone) overall.abort();
   response.body.destroy();
   const counts = relay.usage;
   const chargeNow =
@@ -349,11 +443,17 @@ async function relayStream(
       ? hold.amountMicros
       : counts !== undefined
         ? charge(candidate, counts)
-        : estimate(hold, candidate, relay.frames);
-  if (ending !== undefined) await sink.write(Buffer.from(errorFrame(ending.kind, ending.message, args.requestId)));
-  await sink.write(usageComment(counts, chargeNow, counts === undefined));
-  if (doneFrame !== undefined) await sink.write(doneFrame);
-  await sink.end();
+        : estimate(args, hold, candidate, relay.frames);
+  if (!clientGone) {
+    // The end of the stream: an in-band error frame when it broke, then the usage comment, then
+    // the provider's end marker when it sent one.
+    const tail: Buffer[] = [];
+    if (ending !== undefined) tail.push(Buffer.from(errorFrame(ending.kind, ending.message, args.requestId)));
+    tail.push(usageComment(counts, chargeNow, counts === undefined));
+    if (doneFrame !== undefined) tail.push(doneFrame);
+    await tryWrite(sink, Buffer.concat(tail));
+    await sink.end().catch(() => undefined);
+  }
   await settle(args, {
     hold,
     counts,

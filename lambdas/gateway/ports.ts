@@ -96,8 +96,8 @@ export interface Settlement {
 /** The money port: one transaction to admit, one to settle. */
 export interface Ledger {
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
-  /** Idempotent: settling a hold that is already gone changes nothing. */
-  settle(hold: HoldRecord, settlement: Settlement): Promise<void>;
+  /** Idempotent: settling a hold that is already gone changes nothing and returns false. */
+  settle(hold: HoldRecord, settlement: Settlement): Promise<boolean>;
   /** Grows an open hold by `extraMicros` if balance and limits allow; false otherwise. */
   extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean>;
   /** Counts one request against the key's per-minute rate outside an admission. */

@@ -7,9 +7,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { documentClient } from '../adapters/dynamo-client';
 import { DynamoCatalog } from '../adapters/dynamo-catalog';
 import { DynamoDirectory } from '../adapters/dynamo-directory';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
@@ -20,16 +20,6 @@ import { tableName } from '../shared/schema';
 import type { RuntimeConfig } from '../shared/config';
 import { Gateway, type GatewayDeps, type GatewayRequest } from './app';
 import type { ResponseSink } from './ports';
-
-/** A DocumentClient for the configured stage (DynamoDB Local when an endpoint is set). */
-export function documentClient(config: RuntimeConfig): DynamoDBDocumentClient {
-  const client = new DynamoDBClient(
-    config.dynamoEndpoint === undefined
-      ? {}
-      : { endpoint: config.dynamoEndpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } },
-  );
-  return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
-}
 
 /** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
 export interface Wiring {

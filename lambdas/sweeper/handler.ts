@@ -5,7 +5,7 @@
  */
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
-import { documentClient } from '../gateway/wiring';
+import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
 import { sweep, type SweepDeps } from './sweep';
@@ -21,11 +21,19 @@ const SAFETY_MS = 10_000;
 const config = loadConfig();
 const doc = documentClient(config);
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
+let conflicts = 0;
 const deps: SweepDeps = {
   doc,
   holdsTable: t('holds'),
-  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }),
+  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => {
+    conflicts += 1;
+  }),
   stage: config.stage,
+  takeConflicts: () => {
+    const n = conflicts;
+    conflicts = 0;
+    return n;
+  },
 };
 
 /**

@@ -36,6 +36,11 @@ export interface SweepDeps {
   readonly deadline?: number;
   /** The clock the deadline is checked against. @default Date.now */
   readonly clock?: () => number;
+  /**
+   * Transaction conflicts the ledger met since the last call (its `onConflict` hook counts them);
+   * reported as `TransactionConflicts` when given. @default not reported
+   */
+  readonly takeConflicts?: () => number;
 }
 
 /** What one sweep did. */
@@ -60,12 +65,14 @@ const CONCURRENCY = 4;
 
 /**
  * What the sweeper charges a dead request, in micro-units: `pendingChargeMicros` when the hold
- * carries one, else `inputMicros`; never above the hold's amount nor below zero.
+ * carries one (the real charge a live settlement computed; like a live settlement it may exceed
+ * the hold, and the ledger collects the excess only from what the balance has), else
+ * `inputMicros`, capped at the hold's amount; never below zero.
  */
 export function sweptChargeMicros(hold: StoredHold): number {
   const pending = hold.pendingChargeMicros;
-  const basis = pending !== undefined && Number.isSafeInteger(pending) && pending >= 0 ? pending : hold.inputMicros;
-  return Math.max(0, Math.min(basis, hold.amountMicros));
+  if (pending !== undefined && Number.isSafeInteger(pending) && pending >= 0) return pending;
+  return Math.max(0, Math.min(hold.inputMicros, hold.amountMicros));
 }
 
 const FAMILIES: readonly EndpointFamily[] = ['chat_completions', 'responses'];
@@ -143,7 +150,8 @@ async function countLive(deps: SweepDeps, now: number): Promise<number> {
 
 /**
  * Settles every hold whose expiry is at or before `now`, then writes one EMF line with
- * `HoldsSwept`, `HoldsOutstanding` and `SpendMicros` (namespace `Sluice`, dimension `Stage`).
+ * `HoldsSwept`, `HoldsOutstanding`, `SpendMicros` and, when counted, `TransactionConflicts`
+ * (namespace `Sluice`, dimension `Stage`).
  * A hold that fails to settle is logged and left for the next tick; it does not stop the rest.
  */
 export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> {
@@ -168,6 +176,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       if (got.Item === undefined) return; // settled since the index was read
       const hold = asHold(got.Item);
       if (hold === undefined) throw new Error('hold item lacks the attributes settlement needs');
+      if (hold.expiresAt > now) return; // the item, not the index, says whether it may still run
       const settlement = sweptSettlement(hold, now);
       await deps.ledger.settle(hold, settlement);
       swept += 1;
@@ -205,6 +214,13 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
   } while (start !== undefined && !(deps.deadline !== undefined && clock() >= deps.deadline));
 
   const outstanding = (await countLive(deps, now)) + failed + deferred;
+  const metrics = [
+    { Name: 'HoldsSwept', Unit: 'Count' },
+    { Name: 'HoldsOutstanding', Unit: 'Count' },
+    { Name: 'SpendMicros', Unit: 'Count' },
+  ];
+  const conflicts = deps.takeConflicts?.();
+  if (conflicts !== undefined) metrics.push({ Name: 'TransactionConflicts', Unit: 'Count' });
   write(
     JSON.stringify({
       _aws: {
@@ -213,11 +229,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
           {
             Namespace: 'Sluice',
             Dimensions: [['Stage']],
-            Metrics: [
-              { Name: 'HoldsSwept', Unit: 'Count' },
-              { Name: 'HoldsOutstanding', Unit: 'Count' },
-              { Name: 'SpendMicros', Unit: 'Count' },
-            ],
+            Metrics: metrics,
           },
         ],
       },
@@ -228,6 +240,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       HoldsSwept: swept,
       HoldsOutstanding: outstanding,
       SpendMicros: chargedMicros,
+      ...(conflicts === undefined ? {} : { TransactionConflicts: conflicts }),
     }),
   );
   return { swept, failed, deferred, outstanding, chargedMicros };

@@ -214,7 +214,7 @@ describe('store faults map to their 503s and hold nothing', () => {
   it('ledger unavailable → 503 balance_unavailable; catalog unreadable → 503 model_pricing_unreadable', async () => {
     const failingLedger: Ledger = {
       admit: () => Promise.reject(new Error('ProvisionedThroughputExceededException')),
-      settle: () => Promise.resolve(),
+      settle: () => Promise.resolve(false),
       extend: () => Promise.resolve(false),
       countRequest: () => Promise.resolve({}),
     };

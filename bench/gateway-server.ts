@@ -1,0 +1,172 @@
+/**
+ * The gateway as the benchmark runs it: its own Node process (bundled by esbuild, like the
+ * deployed function), the real handler wiring served over node:http through the Lambda streaming
+ * shim, exactly as local mode serves it. Configuration comes from the environment; the parent
+ * talks to it over Node IPC only (see `protocol.ts`), never through the gateway's HTTP surface.
+ *
+ * The one addition is instrumentation around the response sink: the DynamoDB round-trip counters
+ * of the adapters are read at the first byte written, at the end of the reply, and after the
+ * invocation returns (settlement done), so the benchmark can say which round trips a client
+ * waits for and which come after its reply.
+ */
+import type { Writable } from 'node:stream';
+import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
+import type { ResponseSink } from '../lambdas/gateway/ports';
+import { buildGateway, eventToRequest, lambdaSink, type AwsLambdaRuntime } from '../lambdas/gateway/wiring';
+import { loadConfig } from '../lambdas/shared/config';
+import { serveLambda, type StreamingHandler } from '../local/http-server';
+import { installLambdaShim } from '../local/lambda-shim';
+import type { FromGateway, GatewayStats, ToGateway, TripSample } from './protocol';
+
+const PEAK_SAMPLE_MS = 10;
+
+function send(message: FromGateway): void {
+  process.send?.(message);
+}
+
+async function main(): Promise<void> {
+  if (process.send === undefined) throw new Error('bench/gateway-server runs as a child of the benchmark (IPC channel missing)');
+  const runtime = installLambdaShim() as unknown as AwsLambdaRuntime;
+  const config = loadConfig(process.env);
+  const wiring = buildGateway(config, process.env);
+  const lookups = (): number => wiring.directory.roundTrips + wiring.catalog.roundTrips;
+
+  let recording = false;
+  let samples: TripSample[] = [];
+  let inflight = 0;
+  let served = 0;
+
+  const handler = runtime.streamifyResponse(async (event: APIGatewayProxyEventV2, responseStream: Writable, context: Context) => {
+    inflight += 1;
+    const ledger0 = wiring.ledger.roundTrips;
+    const lookups0 = lookups();
+    const inner = lambdaSink(runtime, responseStream);
+    let ledgerBefore = -1;
+    let lookupsBefore = -1;
+    let atEnd = -1;
+    let status = 0;
+    let stream = false;
+    const firstByte = (): void => {
+      if (ledgerBefore >= 0) return;
+      ledgerBefore = wiring.ledger.roundTrips - ledger0;
+      lookupsBefore = lookups() - lookups0;
+    };
+    const sink: ResponseSink = {
+      get started() {
+        return inner.started;
+      },
+      start(s, headers) {
+        status = s;
+        stream = (headers['content-type'] ?? '').startsWith('text/event-stream');
+        inner.start(s, headers);
+      },
+      write(chunk) {
+        firstByte();
+        return inner.write(chunk);
+      },
+      end() {
+        firstByte();
+        atEnd = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
+        return inner.end();
+      },
+    };
+    try {
+      await wiring.gateway.serve(eventToRequest(event, context.awsRequestId), sink);
+    } finally {
+      inflight -= 1;
+      served += 1;
+      if (recording && ledgerBefore >= 0) {
+        const total = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
+        const before = ledgerBefore + lookupsBefore;
+        samples.push({ ledgerBefore, lookupsBefore, during: atEnd - before, after: total - atEnd, stream, status });
+      }
+    }
+  });
+  const server = await serveLambda({ handler: handler as unknown as StreamingHandler, log: (m) => process.stderr.write(`${m}\n`) });
+
+  let peakRss = 0;
+  let peakHeapUsed = 0;
+  let peakExternal = 0;
+  let peakTimer: NodeJS.Timeout | undefined;
+  const samplePeak = (): void => {
+    const m = process.memoryUsage();
+    peakRss = Math.max(peakRss, m.rss);
+    peakHeapUsed = Math.max(peakHeapUsed, m.heapUsed);
+    peakExternal = Math.max(peakExternal, m.external);
+  };
+  const stats = (): GatewayStats => {
+    const cpu = process.cpuUsage();
+    const m = process.memoryUsage();
+    return {
+      cpuUserUs: cpu.user,
+      cpuSystemUs: cpu.system,
+      rss: m.rss,
+      heapUsed: m.heapUsed,
+      external: m.external,
+      arrayBuffers: m.arrayBuffers,
+      peakRss: Math.max(peakRss, m.rss),
+      peakHeapUsed: Math.max(peakHeapUsed, m.heapUsed),
+      peakExternal: Math.max(peakExternal, m.external),
+      trips: { ledger: wiring.ledger.roundTrips, directory: wiring.directory.roundTrips, catalog: wiring.catalog.roundTrips },
+      inflight,
+      served,
+    };
+  };
+
+  const stop = async (): Promise<void> => {
+    if (peakTimer !== undefined) clearInterval(peakTimer);
+    await server.close();
+    wiring.upstream.close();
+    wiring.doc.destroy();
+  };
+
+  process.on('message', (raw: ToGateway) => {
+    switch (raw.type) {
+      case 'stats':
+        send({ type: 'stats', id: raw.id, stats: stats() });
+        return;
+      case 'record':
+        recording = raw.on;
+        if (raw.on) samples = [];
+        send({ type: 'ok', id: raw.id });
+        return;
+      case 'samples':
+        send({ type: 'samples', id: raw.id, samples });
+        return;
+      case 'peak':
+        if (peakTimer !== undefined) clearInterval(peakTimer);
+        peakTimer = undefined;
+        if (raw.on) {
+          peakRss = 0;
+          peakHeapUsed = 0;
+          peakExternal = 0;
+          samplePeak();
+          peakTimer = setInterval(samplePeak, PEAK_SAMPLE_MS);
+          peakTimer.unref();
+        }
+        send({ type: 'ok', id: raw.id });
+        return;
+      case 'gc':
+        (globalThis as { gc?: () => void }).gc?.();
+        send({ type: 'ok', id: raw.id });
+        return;
+      case 'stop':
+        void stop().finally(() => {
+          send({ type: 'ok', id: raw.id });
+          process.disconnect?.();
+          setImmediate(() => process.exit(0));
+        });
+        return;
+    }
+  });
+  process.once('disconnect', () => {
+    // The benchmark went away without stopping us: do not outlive it.
+    void stop().finally(() => process.exit(0));
+  });
+  send({ type: 'ready', url: server.url });
+}
+
+main().catch((err: unknown) => {
+  send({ type: 'failed', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,63 @@
+/**
+ * Messages between the benchmark and its gateway process (Node IPC, outside the gateway's /v1
+ * surface). The gateway process reports its own CPU time, memory and DynamoDB round trips, so
+ * the figures are the gateway's alone, not the load generator's or the simulator's.
+ */
+
+/** DynamoDB round trips made by each adapter of the gateway, cumulative since start. */
+export interface RoundTrips {
+  readonly ledger: number;
+  readonly directory: number;
+  readonly catalog: number;
+}
+
+/**
+ * Round trips of one request, split at the gateway's first byte to the client and at the end of
+ * the reply: `before` everything up to the first write, `during` between the first write and
+ * `end()`, `after` once the reply ended (settlement). Recorded only while recording is on, which
+ * the benchmark switches on for sequential phases, where requests cannot mix.
+ */
+export interface TripSample {
+  readonly ledgerBefore: number;
+  readonly lookupsBefore: number;
+  readonly during: number;
+  readonly after: number;
+  /** Whether the reply was an SSE stream. */
+  readonly stream: boolean;
+  readonly status: number;
+}
+
+/** The gateway process's state at one instant. */
+export interface GatewayStats {
+  /** `process.cpuUsage()`, microseconds, cumulative. */
+  readonly cpuUserUs: number;
+  readonly cpuSystemUs: number;
+  readonly rss: number;
+  readonly heapUsed: number;
+  readonly external: number;
+  readonly arrayBuffers: number;
+  /** Peaks since peak tracking was last switched on, sampled every few milliseconds. */
+  readonly peakRss: number;
+  readonly peakHeapUsed: number;
+  readonly peakExternal: number;
+  readonly trips: RoundTrips;
+  /** Invocations still running (settlement included). */
+  readonly inflight: number;
+  /** Requests served since start. */
+  readonly served: number;
+}
+
+export type ToGateway =
+  | { readonly type: 'stats'; readonly id: number }
+  | { readonly type: 'record'; readonly id: number; readonly on: boolean }
+  | { readonly type: 'samples'; readonly id: number }
+  | { readonly type: 'peak'; readonly id: number; readonly on: boolean }
+  | { readonly type: 'gc'; readonly id: number }
+  | { readonly type: 'stop'; readonly id: number };
+
+export type FromGateway =
+  | { readonly type: 'ready'; readonly url: string }
+  | { readonly type: 'stats'; readonly id: number; readonly stats: GatewayStats }
+  | { readonly type: 'samples'; readonly id: number; readonly samples: readonly TripSample[] }
+  | { readonly type: 'ok'; readonly id: number }
+  | { readonly type: 'failed'; readonly message: string };

@@ -1,0 +1,159 @@
+/**
+ * Domain errors of the operator surface. Every refusal an admin operation makes is one of these,
+ * so the CLI can print one line and scripts can branch on `code` (never on the message).
+ */
+
+/** Root of every operator-facing refusal; `code` is stable, `message` is for a person. */
+export class AdminError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = 'AdminError';
+    this.code = code;
+  }
+}
+
+/** An argument failed validation before anything was read or written. */
+export class ValidationError extends AdminError {
+  constructor(message: string) {
+    super('invalid_argument', message);
+    this.name = 'ValidationError';
+  }
+}
+
+/** The workspace does not exist. */
+export class WorkspaceNotFoundError extends AdminError {
+  constructor(workspaceId: string) {
+    super('workspace_not_found', `workspace ${workspaceId} does not exist`);
+    this.name = 'WorkspaceNotFoundError';
+  }
+}
+
+/** The member does not exist in that workspace. */
+export class MemberNotFoundError extends AdminError {
+  constructor(workspaceId: string, memberId: string) {
+    super('member_not_found', `member ${memberId} does not exist in workspace ${workspaceId}`);
+    this.name = 'MemberNotFoundError';
+  }
+}
+
+/** The owner cannot be removed: the workspace would have nobody who manages billing. */
+export class OwnerRemovalError extends AdminError {
+  constructor(memberId: string) {
+    super('owner_not_removable', `member ${memberId} is the workspace owner and cannot be removed`);
+    this.name = 'OwnerRemovalError';
+  }
+}
+
+/** The key does not exist in that workspace (or has ended). */
+export class KeyNotFoundError extends AdminError {
+  constructor(workspaceId: string, ref: string) {
+    super('key_not_found', `no live key ${ref} in workspace ${workspaceId}`);
+    this.name = 'KeyNotFoundError';
+  }
+}
+
+/** A visible part matched more than one live key; the key id is needed. */
+export class AmbiguousKeyError extends AdminError {
+  constructor(visible: string, keyIds: readonly string[]) {
+    super('key_ambiguous', `visible part ${visible} matches keys ${keyIds.join(', ')}; name one by its key id`);
+    this.name = 'AmbiguousKeyError';
+  }
+}
+
+/** All five key slots are held (SPEC: at most five live keys per workspace). */
+export class KeySlotsFullError extends AdminError {
+  constructor(workspaceId: string) {
+    super('key_slots_full', `workspace ${workspaceId} already holds five keys; a slot frees when a key ends`);
+    this.name = 'KeySlotsFullError';
+  }
+}
+
+/** An expired key cannot be given a new expiry: SPEC says expired keys are never renewed. */
+export class KeyExpiredError extends AdminError {
+  constructor(keyId: string, expiredAt: number) {
+    super('key_expired', `key ${keyId} expired at ${new Date(expiredAt).toISOString()} and is never renewed; create a new key`);
+    this.name = 'KeyExpiredError';
+  }
+}
+
+/** A spend rate cap outside what the operator may set. */
+export class SpendCapError extends AdminError {
+  constructor(message: string) {
+    super('spend_cap_refused', message);
+    this.name = 'SpendCapError';
+  }
+}
+
+/** The routing profile does not exist. */
+export class ProfileNotFoundError extends AdminError {
+  constructor(workspaceId: string, identifier: string) {
+    super('profile_not_found', `profile ${identifier} does not exist in workspace ${workspaceId}`);
+    this.name = 'ProfileNotFoundError';
+  }
+}
+
+/** A routing profile with that identifier already exists. */
+export class ProfileExistsError extends AdminError {
+  constructor(workspaceId: string, identifier: string) {
+    super('profile_exists', `profile ${identifier} already exists in workspace ${workspaceId}`);
+    this.name = 'ProfileExistsError';
+  }
+}
+
+/** The profile is the workspace default route, so deleting it would break `sluice/auto`. */
+export class ProfileInUseError extends AdminError {
+  constructor(identifier: string) {
+    super('profile_in_use', `profile ${identifier} is the workspace default route; clear or change the default first`);
+    this.name = 'ProfileInUseError';
+  }
+}
+
+/** The provider is not in the imported catalog. */
+export class ProviderNotFoundError extends AdminError {
+  constructor(provider: string) {
+    super('provider_not_found', `provider ${provider} is not in the catalog; run \`sluice catalog import\` first`);
+    this.name = 'ProviderNotFoundError';
+  }
+}
+
+/** The workspace holds no key of its own for that provider. */
+export class ByokNotSetError extends AdminError {
+  constructor(workspaceId: string, provider: string) {
+    super('byok_not_set', `workspace ${workspaceId} holds no key of its own for ${provider}`);
+    this.name = 'ByokNotSetError';
+  }
+}
+
+/** The operation needs a secret store and the context carries none. */
+export class SecretStoreMissingError extends AdminError {
+  constructor() {
+    super('secret_store_missing', 'this operation needs a secret store and none is configured');
+    this.name = 'SecretStoreMissingError';
+  }
+}
+
+/** A catalog or provider entry failed validation; the message names the file and the entry. */
+export class CatalogValidationError extends AdminError {
+  constructor(message: string) {
+    super('catalog_invalid', message);
+    this.name = 'CatalogValidationError';
+  }
+}
+
+/** Concurrent writers kept winning; the operation gave up rather than loop forever. */
+export class ConcurrentUpdateError extends AdminError {
+  constructor(what: string) {
+    super('concurrent_update', `${what} kept changing underneath this operation; try again`);
+    this.name = 'ConcurrentUpdateError';
+  }
+}
+
+/** The local stage has no state file: local mode is not running. */
+export class LocalStageNotRunningError extends AdminError {
+  constructor(path: string) {
+    super('local_not_running', `no local stage found at ${path}: run npm start first`);
+    this.name = 'LocalStageNotRunningError';
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * `sluice`: the operator CLI. `sluice <group> <action> [arguments] [--stage local|dev|stg|prod]
+ * [--json]`. Exit code 0 on success; 1 with one line on stderr on any failure (and, with
+ * `--json`, `{"error":{"code","message"}}` on stdout so scripts need not parse stderr).
+ */
+import { parseArgs } from 'node:util';
+import type { CommandIo, Outcome } from './commands';
+import { COMMANDS } from './commands';
+import { runUsage } from './commands/usage';
+import { AdminError } from './errors';
+import { LOCAL_STATE_ENV } from './paths';
+import { resolveTarget } from './target';
+
+/** The streams and environment `run` uses; injectable so tests need no child process. */
+export interface MainIo {
+  readonly stdout: { write(text: string): unknown };
+  readonly stderr: { write(text: string): unknown };
+  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown };
+  readonly env: NodeJS.ProcessEnv;
+}
+
+const GLOBAL_OPTIONS = {
+  stage: { type: 'string', default: 'local' },
+  region: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const GLOBAL_HELP = [
+  'options for every command:',
+  '  --stage local|dev|stg|prod   target (default local: reads .sluice/local.json, written by npm start;',
+  `                               ${LOCAL_STATE_ENV} overrides the path). Deployed stages use the default`,
+  '                               AWS credentials and the tables sluice-<stage>-*',
+  '  --region <aws region>        for deployed stages, when the environment names none',
+  '  --json                       machine-readable output on stdout',
+  '  -h, --help                   this help',
+];
+
+function groups(): string[] {
+  return [...new Set(COMMANDS.map((c) => c.group))];
+}
+
+function topHelp(): string[] {
+  const lines = ['usage: sluice <group> <action> [arguments] [options]', '', 'commands:'];
+  for (const c of COMMANDS) lines.push(`  ${`${c.group} ${c.action}`.padEnd(24)} ${c.summary}`);
+  lines.push(`  ${'usage'.padEnd(24)} a workspace's totals per UTC day or month (sluice usage --help)`);
+  return [...lines, '', ...GLOBAL_HELP, '', 'sluice <group> <action> --help shows one command.'];
+}
+
+function groupHelp(group: string): string[] {
+  const lines = [`usage: sluice ${group} <action> ...`, ''];
+  for (const c of COMMANDS.filter((x) => x.group === group)) lines.push(`  sluice ${c.group} ${c.action} ${c.usage}`, `      ${c.summary}`);
+  return lines;
+}
+
+/** Reads a secret from stdin: hidden typing on a terminal, or everything piped in. */
+function secretReader(io: MainIo): CommandIo {
+  return {
+    async readSecret(prompt: string): Promise<string> {
+      const stdin = io.stdin;
+      if (stdin.isTTY === true && stdin.setRawMode !== undefined) {
+        io.stderr.write(prompt);
+        const setRaw = stdin.setRawMode.bind(stdin);
+        return await new Promise<string>((resolve, reject) => {
+          let typed = '';
+          const onData = (chunk: Buffer | string): void => {
+            for (const ch of chunk.toString()) {
+              if (ch === '\r' || ch === '\n' || ch === '\u0004') return finish(() => resolve(typed));
+              if (ch === '\u0003') return finish(() => reject(new AdminError('cancelled', 'cancelled')));
+              if (ch === '\u007f' || ch === '\b') typed = typed.slice(0, -1);
+              else typed += ch;
+            }
+          };
+          const finish = (settle: () => void): void => {
+            stdin.removeListener('data', onData);
+            setRaw(false);
+            stdin.pause();
+            io.stderr.write('\n');
+            settle();
+          };
+          setRaw(true);
+          stdin.resume();
+          stdin.on('data', onData);
+        });
+      }
+      const chunks: Buffer[] = [];
+      for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+      return Buffer.concat(chunks).toString('utf8');
+    },
+  };
+}
+
+function fail(io: MainIo, json: boolean, code: string, message: string): number {
+  // One line, whatever the message held.
+  const line = message.replace(/\s*\n\s*/g, ' ');
+  io.stderr.write(`sluice: ${line}\n`);
+  if (json) io.stdout.write(`${JSON.stringify({ error: { code, message: line } })}\n`);
+  return 1;
+}
+
+function print(io: MainIo, json: boolean, outcome: Outcome): void {
+  if (json) {
+    io.stdout.write(`${JSON.stringify(outcome.json, null, 2)}\n`);
+    return;
+  }
+  for (const line of outcome.notes ?? []) io.stderr.write(`${line}\n`);
+  for (const line of outcome.human) io.stdout.write(`${line}\n`);
+}
+
+/** Runs one CLI invocation and resolves to its exit code. */
+export async function run(argv: readonly string[], io: MainIo = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env }): Promise<number> {
+  const json = argv.includes('--json');
+  const [group, action, ...rest] = argv;
+  if (group === undefined || group === '--help' || group === '-h' || group === 'help') {
+    io.stdout.write(`${topHelp().join('\n')}\n`);
+    return group === undefined ? 1 : 0;
+  }
+  // `usage` is one level deep and parses its own options (cli/commands/usage.ts).
+  if (group === 'usage') return runUsage(argv.slice(1), io);
+  if (!groups().includes(group)) return fail(io, json, 'usage', `unknown command group ${JSON.stringify(group)}; see sluice --help`);
+  if (action === undefined || action === '--help' || action === '-h') {
+    io.stdout.write(`${groupHelp(group).join('\n')}\n`);
+    return action === undefined ? 1 : 0;
+  }
+  const command = COMMANDS.find((c) => c.group === group && c.action === action);
+  if (command === undefined) return fail(io, json, 'usage', `unknown command ${group} ${action}; see sluice ${group} --help`);
+
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args: [...rest], options: { ...GLOBAL_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
+  } catch (err) {
+    return fail(io, json, 'usage', `${err instanceof Error ? err.message : String(err)}; see sluice ${group} ${action} --help`);
+  }
+  const { values, positionals } = parsed;
+  if (values['help'] === true) {
+    io.stdout.write(`usage: sluice ${group} ${action} ${command.usage}\n\n  ${command.summary}\n\n${GLOBAL_HELP.join('\n')}\n`);
+    return 0;
+  }
+  const [min, max] = command.positionals;
+  if (positionals.length < min || positionals.length > max) {
+    return fail(io, json, 'usage', `usage: sluice ${group} ${action} ${command.usage}`);
+  }
+
+  let close = (): void => undefined;
+  try {
+    const target = resolveTarget({
+      stage: String(values['stage']),
+      ...(typeof values['region'] === 'string' ? { region: values['region'] } : {}),
+      env: io.env,
+    });
+    close = target.close;
+    const outcome = await command.run(target.ctx, values, positionals, secretReader(io));
+    print(io, json, outcome);
+    return 0;
+  } catch (err) {
+    if (err instanceof AdminError) return fail(io, json, err.code, err.message);
+    const e = err instanceof Error ? err : new Error(String(err));
+    // AWS errors carry a name worth showing (ResourceNotFoundException: the stage has no tables).
+    return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
+  } finally {
+    close();
+  }
+}
+
+if (require.main === module) {
+  void run(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,264 @@
+/**
+ * API keys: minting (shown once), listing (visible part only), expiry and credit limits.
+ * A key is stored only as the SHA-256 of the raw string plus its visible part.
+ */
+import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { hashKey, mintKey, prefixForStage, visiblePart } from '../../lambdas/core/api-key';
+import type { KeyRecord, WindowCadence } from '../../lambdas/shared/records';
+import { KEYS_BY_WORKSPACE } from '../../lambdas/shared/schema';
+import type { AdminContext } from '../context';
+import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from '../context';
+import {
+  AmbiguousKeyError,
+  KeyExpiredError,
+  KeyNotFoundError,
+  KeySlotsFullError,
+  MemberNotFoundError,
+  ValidationError,
+  WorkspaceNotFoundError,
+} from '../errors';
+import { checkLabel, formatMicros, minorToMicros } from '../validate';
+import { checkWorkspaceId, getWorkspace } from './common';
+
+/** SPEC: a workspace holds at most five live keys (expired ones still hold their slot). */
+export const MAX_KEY_SLOTS = 5;
+
+/** Cadences a key credit limit may count over. */
+export const WINDOW_CADENCES: readonly WindowCadence[] = ['daily', 'weekly', 'monthly', 'never'];
+
+/** Names one key of a workspace: by key id, or by its visible part (`slc_dev_…AbCd`). */
+export interface KeyRef {
+  readonly workspaceId: string;
+  readonly keyId?: string;
+  readonly visible?: string;
+}
+
+/** A key as the operator sees it: never the hash, never the raw key. */
+export interface KeyView {
+  readonly keyId: string;
+  readonly visible: string;
+  readonly name: string | null;
+  readonly memberId: string | null;
+  readonly createdAt: string;
+  readonly expiresAt: string | null;
+  readonly revokedAt: string | null;
+  /** `ended` keys are revoked; `expired` ones still hold their slot. */
+  readonly state: 'live' | 'expired' | 'ended';
+  readonly creditLimit: { readonly micros: number; readonly minor: string; readonly window: WindowCadence } | null;
+}
+
+/**
+ * Mints a key. One transaction takes a slot (`keySlots < 5`, then +1) and writes the key record
+ * under `attribute_not_exists`; concurrent mints therefore never exceed five. The raw key is in
+ * the result only: it is not stored and cannot be recovered.
+ */
+export async function createKey(
+  ctx: AdminContext,
+  input: { workspaceId: string; memberId?: string; name?: string; expiresAt?: number },
+): Promise<{ rawKey: string; keyId: string; visible: string }> {
+  checkWorkspaceId(input.workspaceId);
+  const name = input.name === undefined ? undefined : checkLabel(input.name, 'key name', 64);
+  const now = nowOf(ctx);
+  if (input.expiresAt !== undefined && (!Number.isSafeInteger(input.expiresAt) || input.expiresAt <= now)) {
+    throw new ValidationError('a key expiry must be an instant in the future');
+  }
+  const rawKey = mintKey(prefixForStage(ctx.stage));
+  const record: KeyRecord = {
+    keyHash: hashKey(rawKey),
+    keyId: newId('key'),
+    workspaceId: input.workspaceId,
+    visible: visiblePart(rawKey),
+    createdAt: now,
+    ...(input.memberId === undefined ? {} : { memberId: input.memberId }),
+    ...(name === undefined ? {} : { name }),
+    ...(input.expiresAt === undefined ? {} : { expiresAt: input.expiresAt }),
+  };
+  await transact(
+    ctx,
+    [
+      {
+        Update: {
+          TableName: table(ctx, 'workspaces'),
+          Key: { pk: input.workspaceId, sk: META },
+          UpdateExpression: 'SET keySlots = if_not_exists(keySlots, :zero) + :one',
+          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(keySlots) OR keySlots < :max)',
+          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':max': MAX_KEY_SLOTS },
+        },
+      },
+      { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
+      ...(input.memberId === undefined
+        ? []
+        : [
+            {
+              // The member must exist when the key is minted for them, or their monthly limit
+              // would silently count against nobody.
+              ConditionCheck: {
+                TableName: table(ctx, 'workspaces'),
+                Key: { pk: input.workspaceId, sk: memberSk(input.memberId) },
+                ConditionExpression: 'attribute_exists(pk)',
+              },
+            },
+          ]),
+    ],
+    async (reasons) => {
+      if (failedAt(reasons, 0)) {
+        return (await getWorkspace(ctx, input.workspaceId)) === undefined
+          ? new WorkspaceNotFoundError(input.workspaceId)
+          : new KeySlotsFullError(input.workspaceId);
+      }
+      if (failedAt(reasons, 2)) return new MemberNotFoundError(input.workspaceId, input.memberId ?? '');
+      return undefined;
+    },
+  );
+  return { rawKey, keyId: record.keyId, visible: record.visible };
+}
+
+/** Every key record of a workspace, through the `byWorkspace` index (hashes included: internal). */
+export async function queryKeyRecords(ctx: AdminContext, workspaceId: string): Promise<KeyRecord[]> {
+  const keys: KeyRecord[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: table(ctx, 'keys'),
+        IndexName: KEYS_BY_WORKSPACE,
+        KeyConditionExpression: 'workspaceId = :ws',
+        ExpressionAttributeValues: { ':ws': workspaceId },
+        ExclusiveStartKey: start,
+      }),
+    );
+    keys.push(...((out.Items ?? []) as KeyRecord[]));
+    start = out.LastEvaluatedKey;
+  } while (start !== undefined);
+  return keys;
+}
+
+function keyState(k: KeyRecord, now: number): KeyView['state'] {
+  if (k.revokedAt !== undefined) return 'ended';
+  if (k.expiresAt !== undefined && k.expiresAt <= now) return 'expired';
+  return 'live';
+}
+
+function iso(ms: number | undefined): string | null {
+  return ms === undefined ? null : new Date(ms).toISOString();
+}
+
+function toView(k: KeyRecord, now: number): KeyView {
+  return {
+    keyId: k.keyId,
+    visible: k.visible,
+    name: k.name ?? null,
+    memberId: k.memberId ?? null,
+    createdAt: new Date(k.createdAt).toISOString(),
+    expiresAt: iso(k.expiresAt),
+    revokedAt: iso(k.revokedAt),
+    state: keyState(k, now),
+    creditLimit:
+      k.creditLimitMicros === undefined
+        ? null
+        : { micros: k.creditLimitMicros, minor: formatMicros(k.creditLimitMicros), window: k.creditWindow ?? 'monthly' },
+  };
+}
+
+/**
+ * Lists a workspace's keys by their visible part, oldest first. Ended keys are left out unless
+ * asked for. The index is eventually consistent, so a key minted a moment ago may lag.
+ */
+export async function listKeys(ctx: AdminContext, input: { workspaceId: string; includeEnded?: boolean }): Promise<KeyView[]> {
+  checkWorkspaceId(input.workspaceId);
+  if ((await getWorkspace(ctx, input.workspaceId)) === undefined) throw new WorkspaceNotFoundError(input.workspaceId);
+  const now = nowOf(ctx);
+  return (await queryKeyRecords(ctx, input.workspaceId))
+    .filter((k) => input.includeEnded === true || k.revokedAt === undefined)
+    .sort((a, b) => a.createdAt - b.createdAt || a.keyId.localeCompare(b.keyId))
+    .map((k) => toView(k, now));
+}
+
+/** Accepts the visible part with `...` for the `…` an operator cannot easily type. */
+function normaliseVisible(visible: string): string {
+  return visible.replace('...', '…');
+}
+
+/** Finds the one non-ended key a reference names. */
+export async function resolveKey(ctx: AdminContext, ref: KeyRef): Promise<KeyRecord> {
+  checkWorkspaceId(ref.workspaceId);
+  if ((ref.keyId === undefined) === (ref.visible === undefined)) {
+    throw new ValidationError('name the key by exactly one of its key id or its visible part');
+  }
+  const keys = (await queryKeyRecords(ctx, ref.workspaceId)).filter((k) => k.revokedAt === undefined);
+  if (ref.keyId !== undefined) {
+    const found = keys.find((k) => k.keyId === ref.keyId);
+    if (found === undefined) throw new KeyNotFoundError(ref.workspaceId, ref.keyId);
+    return found;
+  }
+  const visible = normaliseVisible(ref.visible ?? '');
+  const matches = keys.filter((k) => k.visible === visible);
+  if (matches.length === 0) throw new KeyNotFoundError(ref.workspaceId, visible);
+  if (matches.length > 1) throw new AmbiguousKeyError(visible, matches.map((k) => k.keyId));
+  return matches[0] as KeyRecord;
+}
+
+/**
+ * Sets or removes a key's expiry. An expired key is never renewed (SPEC), and an expiry in the
+ * past is refused: that would be a revocation, which SPEC does not offer today.
+ */
+export async function setKeyExpiry(
+  ctx: AdminContext,
+  input: KeyRef & { expiresAt: number | null },
+): Promise<{ keyId: string; expiresAt: string | null }> {
+  const now = nowOf(ctx);
+  if (input.expiresAt !== null && (!Number.isSafeInteger(input.expiresAt) || input.expiresAt <= now)) {
+    throw new ValidationError('a key expiry must be an instant in the future');
+  }
+  const key = await resolveKey(ctx, input);
+  if (key.expiresAt !== undefined && key.expiresAt <= now) throw new KeyExpiredError(key.keyId, key.expiresAt);
+  await conditional(
+    () =>
+      ctx.doc.send(
+        new UpdateCommand({
+          TableName: table(ctx, 'keys'),
+          Key: { keyHash: key.keyHash },
+          UpdateExpression: input.expiresAt === null ? 'REMOVE expiresAt' : 'SET expiresAt = :e',
+          // Re-checked here because the key may have expired or ended since it was read.
+          ConditionExpression:
+            'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt) AND ' +
+            '(attribute_not_exists(expiresAt) OR expiresAt > :now)',
+          ExpressionAttributeValues: {
+            ':ws': input.workspaceId,
+            ':now': now,
+            ...(input.expiresAt === null ? {} : { ':e': input.expiresAt }),
+          },
+        }),
+      ),
+    () => new KeyNotFoundError(input.workspaceId, key.keyId),
+  );
+  return { keyId: key.keyId, expiresAt: iso(input.expiresAt ?? undefined) };
+}
+
+/**
+ * Sets a key's credit limit (minor units, counted over `window`, default monthly) or removes it
+ * (null). The gateway counts settled plus held in the current window against it.
+ */
+export async function setKeyCreditLimit(
+  ctx: AdminContext,
+  input: KeyRef & { limitMinor: number | null; window?: WindowCadence },
+): Promise<{ keyId: string; creditLimitMicros: number | null; window: WindowCadence | null }> {
+  const window = input.window ?? 'monthly';
+  if (!WINDOW_CADENCES.includes(window)) throw new ValidationError(`window must be one of ${WINDOW_CADENCES.join(', ')}`);
+  const micros = input.limitMinor === null ? null : minorToMicros(input.limitMinor, 'key credit limit', { allowZero: true });
+  const key = await resolveKey(ctx, input);
+  await conditional(
+    () =>
+      ctx.doc.send(
+        new UpdateCommand({
+          TableName: table(ctx, 'keys'),
+          Key: { keyHash: key.keyHash },
+          UpdateExpression: micros === null ? 'REMOVE creditLimitMicros, creditWindow' : 'SET creditLimitMicros = :l, creditWindow = :w',
+          ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
+          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }) },
+        }),
+      ),
+    () => new KeyNotFoundError(input.workspaceId, key.keyId),
+  );
+  return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };
+}

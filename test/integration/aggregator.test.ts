@@ -1,0 +1,309 @@
+/**
+ * The usage aggregator against DynamoDB Local: usage rows written by the real ledger's
+ * settlement, read back from the usage table's real stream by the local stream poller, rolled up
+ * by the Lambda handler, then delivered again (nothing may change), and a failure in the middle
+ * of a batch (reported by sequence number, later records left for the retry).
+ */
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
+import { aggregate, type AggregateDeps } from '../../lambdas/aggregator/aggregate';
+import { periodIds, readUsage, type UsageRow } from '../../lambdas/aggregator/read';
+import type { Settlement } from '../../lambdas/gateway/ports';
+import type { TokenCounts } from '../../lambdas/shared/records';
+import { tableName } from '../../lambdas/shared/schema';
+import { startStreamPoller, type StreamBatchHandler } from '../../local/stream-poller';
+import { testTables, type TestTables } from '../support/dynamo';
+import { usageCommand } from '../../cli/commands/usage';
+import { ValidationError, WorkspaceNotFoundError } from '../../cli/errors';
+
+const CREDIT = 1_000_000_000;
+const WS = 'ws_agg';
+const DAY1 = Date.UTC(2026, 10, 21, 23, 59); // 2026-11-21, a minute before midnight UTC
+const DAY2 = Date.UTC(2026, 10, 22, 0, 1); // 2026-11-22
+
+let db: TestTables;
+let ledger: DynamoLedger;
+let deps: AggregateDeps;
+let t: (name: 'ledger' | 'holds' | 'usage' | 'rollups') => string;
+let lambdaHandler: (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
+
+beforeAll(async () => {
+  db = await testTables();
+  t = (name) => tableName(db.prefix, name);
+  ledger = new DynamoLedger(db.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  deps = { doc: db.doc, rollupsTable: t('rollups') };
+  await db.doc.send(
+    new PutCommand({
+      TableName: t('ledger'),
+      Item: { pk: `WS#${WS}`, sk: 'BALANCE', availableMicros: CREDIT, heldMicros: 0, spentMicros: 0, creditedMicros: CREDIT, rateBuckets: {} },
+    }),
+  );
+  // The Lambda module builds its adapters at import, from the environment, as at a cold start.
+  const vars = { SLUICE_STAGE: 'local', SLUICE_TABLE_PREFIX: db.prefix, SLUICE_DYNAMODB_ENDPOINT: db.endpoint };
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  try {
+    lambdaHandler = (await import('../../lambdas/aggregator/handler')).handler;
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+});
+
+afterAll(() => db.client.destroy());
+
+interface RequestSpec {
+  readonly id: string;
+  readonly keyId: string;
+  readonly at: number;
+  readonly servedBy?: string;
+  readonly counts?: TokenCounts;
+  readonly chargeMicros: number;
+  readonly outcome: Settlement['outcome'];
+}
+
+/** One request through the real ledger: admitted, then settled, which writes its usage row. */
+async function request(spec: RequestSpec): Promise<void> {
+  const out = await ledger.admit({
+    holdId: spec.id,
+    workspaceId: WS,
+    keyId: spec.keyId,
+    family: 'chat_completions',
+    requestedModel: 'local/echo',
+    amountMicros: 5_000_000,
+    inputMicros: 1,
+    byok: false,
+    limits: { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e6 },
+    now: spec.at,
+    expiresAt: spec.at + 600_000,
+  });
+  if (!out.admitted) throw new Error(`refused: ${out.refusal.kind}`);
+  await ledger.settle(out.hold, {
+    counts: spec.counts,
+    chargeMicros: spec.chargeMicros,
+    ...(spec.servedBy === undefined ? {} : { servedBy: spec.servedBy, provider: spec.servedBy.split('/')[0] }),
+    stream: false,
+    status: spec.outcome === 'ok' ? 200 : 502,
+    outcome: spec.outcome,
+    attempts: 1,
+    now: spec.at + 1_000,
+  });
+}
+
+const counts = (inputTokens: number, cachedInputTokens: number, outputTokens: number, reasoningTokens: number): TokenCounts => ({
+  inputTokens,
+  cachedInputTokens,
+  outputTokens,
+  reasoningTokens,
+});
+
+/** Reads the whole usage stream from its start through `handler`; returns every event delivered and every response. */
+async function drainStream(handler: StreamBatchHandler): Promise<{ events: DynamoDBStreamEvent[]; responses: (DynamoDBBatchResponse | void)[] }> {
+  const events: DynamoDBStreamEvent[] = [];
+  const responses: (DynamoDBBatchResponse | void)[] = [];
+  const poller = await startStreamPoller({
+    endpoint: db.endpoint,
+    tableName: t('usage'),
+    autoStart: false,
+    log: () => undefined,
+    handler: async (event) => {
+      events.push(event);
+      const response = await handler(event);
+      responses.push(response);
+      return response;
+    },
+  });
+  try {
+    await poller.drain();
+  } finally {
+    await poller.stop();
+  }
+  return { events, responses };
+}
+
+async function rows(period: 'day' | 'month', from: string, to: string): Promise<UsageRow[]> {
+  return readUsage(db.doc, db.prefix, { workspaceId: WS, period, from, to });
+}
+
+function find(all: readonly UsageRow[], periodId: string, scope: UsageRow['scope'], id?: string): UsageRow | undefined {
+  return all.find((r) => r.periodId === periodId && r.scope === scope && r.id === id);
+}
+
+function requestIdOf(record: DynamoDBRecord): string | undefined {
+  return record.dynamodb?.NewImage?.requestId?.S;
+}
+
+async function marker(requestId: string): Promise<boolean> {
+  const got = await db.doc.send(new GetCommand({ TableName: t('rollups'), Key: { pk: `SEEN#${requestId}`, sk: 'SEEN' }, ConsistentRead: true }));
+  return got.Item !== undefined;
+}
+
+describe('aggregator', () => {
+  it('rolls up the usage stream into daily and monthly totals, by key and by model, exactly once', async () => {
+    await request({ id: 'r1', keyId: 'key_a', at: DAY1, servedBy: 'openai/gpt-x', counts: counts(100, 20, 50, 10), chargeMicros: 1_000_000, outcome: 'ok' });
+    await request({ id: 'r2', keyId: 'key_b', at: DAY2, servedBy: 'openai/gpt-x', counts: counts(200, 0, 80, 0), chargeMicros: 2_500_000, outcome: 'ok' });
+    await request({ id: 'r3', keyId: 'key_a', at: DAY2 + 60_000, counts: undefined, chargeMicros: 0, outcome: 'provider_error' });
+    await request({ id: 'r4', keyId: 'key_a', at: DAY2 + 3_600_000, servedBy: 'anthropic/claude-x', counts: counts(300, 100, 40, 40), chargeMicros: 3_000_001, outcome: 'client_disconnected' });
+
+    const first = await drainStream(lambdaHandler);
+    expect(first.events.flatMap((e) => e.Records.map(requestIdOf))).toEqual(['r1', 'r2', 'r3', 'r4']);
+    for (const r of first.responses) expect(r).toEqual({ batchItemFailures: [] });
+
+    const days = await rows('day', '2026-11-21', '2026-11-22');
+    expect(find(days, '2026-11-21', 'all')).toEqual({
+      period: 'day',
+      periodId: '2026-11-21',
+      scope: 'all',
+      requests: 1,
+      byokRequests: 0,
+      inputTokens: 100,
+      cachedInputTokens: 20,
+      outputTokens: 50,
+      reasoningTokens: 10,
+      chargeMicros: 1_000_000,
+      uncollectedMicros: 0,
+      outcomes: { ok: 1 },
+    });
+    expect(find(days, '2026-11-22', 'all')).toMatchObject({
+      requests: 3,
+      inputTokens: 500,
+      cachedInputTokens: 100,
+      outputTokens: 120,
+      reasoningTokens: 40,
+      chargeMicros: 5_500_001,
+      outcomes: { ok: 1, provider_error: 1, client_disconnected: 1 },
+    });
+    expect(find(days, '2026-11-22', 'key', 'key_a')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_000_001 });
+    expect(find(days, '2026-11-22', 'key', 'key_b')).toMatchObject({ requests: 1, inputTokens: 200, chargeMicros: 2_500_000 });
+    expect(find(days, '2026-11-22', 'model', 'openai/gpt-x')).toMatchObject({ requests: 1, chargeMicros: 2_500_000 });
+    // Nothing served: filed under the model the request named.
+    expect(find(days, '2026-11-22', 'model', 'local/echo')).toMatchObject({ requests: 1, chargeMicros: 0, outcomes: { provider_error: 1 } });
+    expect(find(days, '2026-11-22', 'model', 'anthropic/claude-x')).toMatchObject({ requests: 1, chargeMicros: 3_000_001 });
+    // Day 1: ALL, key_a, gpt-x; day 2: ALL, key_a, key_b, gpt-x, local/echo, claude-x.
+    expect(days).toHaveLength(3 + 6);
+    const months = await rows('month', '2026-11', '2026-11');
+    expect(find(months, '2026-11', 'all')).toMatchObject({ requests: 4, inputTokens: 600, cachedInputTokens: 120, outputTokens: 170, reasoningTokens: 50, chargeMicros: 6_500_001 });
+    expect(find(months, '2026-11', 'key', 'key_a')).toMatchObject({ requests: 3, chargeMicros: 4_000_001 });
+    expect(find(months, '2026-11', 'model', 'openai/gpt-x')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_500_000 });
+
+    // Delivered again, as a retried batch would be: nothing changes.
+    for (const event of first.events) expect(await aggregate(deps, event)).toEqual({ batchItemFailures: [] });
+    // Replayed from the stream's start, as after a mapping is recreated: nothing changes.
+    const replay = await drainStream((event) => aggregate(deps, event));
+    expect(replay.events.flatMap((e) => e.Records.map(requestIdOf))).toEqual(['r1', 'r2', 'r3', 'r4']);
+    // Delivered twice at the same moment (overlapping invocations): counted once.
+    const all: DynamoDBStreamEvent = { Records: first.events.flatMap((e) => e.Records) };
+    expect(await Promise.all([aggregate(deps, all), aggregate(deps, all)])).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+
+    expect(await rows('day', '2026-11-21', '2026-11-22')).toEqual(days);
+    expect(await rows('month', '2026-11', '2026-11')).toEqual(months);
+  });
+
+  it('reports the first record that fails by its sequence number and leaves the later ones for the retry', async () => {
+    const at = Date.UTC(2026, 11, 3, 12); // December: totals of their own
+    await request({ id: 'f1', keyId: 'key_f', at, servedBy: 'openai/gpt-x', counts: counts(10, 0, 5, 0), chargeMicros: 100, outcome: 'ok' });
+    await request({ id: 'f2', keyId: 'key_f', at: at + 1_000, servedBy: 'openai/gpt-x', counts: counts(20, 0, 5, 0), chargeMicros: 200, outcome: 'ok' });
+    await request({ id: 'f3', keyId: 'key_f', at: at + 2_000, servedBy: 'openai/gpt-x', counts: counts(30, 0, 5, 0), chargeMicros: 300, outcome: 'ok' });
+
+    // The rollups table's name is read once per row: the second new row is pointed at a table
+    // that does not exist, so exactly that write fails the way a real outage would.
+    let reads = 0;
+    const faulty: AggregateDeps = {
+      doc: db.doc,
+      get rollupsTable(): string {
+        reads += 1;
+        return reads === 6 ? `${db.prefix}nowhere` : t('rollups');
+      },
+      writeLine: () => undefined,
+    };
+    // r1..r4 (already counted) come first in the stream, so the 6th read is f2's.
+    const delivered = await drainStream((event) => aggregate(faulty, event));
+    const records = delivered.events.flatMap((e) => e.Records);
+    const f2 = records.find((r) => requestIdOf(r) === 'f2');
+    expect(f2?.dynamodb?.SequenceNumber).toBeDefined();
+    const failed = delivered.responses.find((r) => r !== undefined && r.batchItemFailures.length > 0);
+    expect(failed).toEqual({ batchItemFailures: [{ itemIdentifier: f2?.dynamodb?.SequenceNumber }] });
+    // The poller retried from f2 (as the deployed mapping does), and this time it went through.
+    expect(records.map(requestIdOf)).toEqual(['r1', 'r2', 'r3', 'r4', 'f1', 'f2', 'f3', 'f2', 'f3']);
+    expect(reads).toBe(8);
+
+    const dec = await rows('day', '2026-12-03', '2026-12-03');
+    expect(find(dec, '2026-12-03', 'all')).toMatchObject({ requests: 3, inputTokens: 60, chargeMicros: 600 });
+  });
+
+  it('stops at the failed record: later records of the batch are not rolled up', async () => {
+    const at = Date.UTC(2027, 0, 5, 12);
+    await request({ id: 'g1', keyId: 'key_g', at, counts: counts(1, 0, 1, 0), chargeMicros: 10, outcome: 'ok' });
+    await request({ id: 'g2', keyId: 'key_g', at: at + 1_000, counts: counts(2, 0, 1, 0), chargeMicros: 20, outcome: 'ok' });
+    const { events } = await drainStream(async () => ({ batchItemFailures: [] })); // read only
+    const records = events.flatMap((e) => e.Records).filter((r) => ['g1', 'g2'].includes(requestIdOf(r) ?? ''));
+    const g1 = records[0] as DynamoDBRecord;
+    const g2 = records[1] as DynamoDBRecord;
+    const broken: DynamoDBRecord = { ...g1, dynamodb: { ...g1.dynamodb, SequenceNumber: '1', NewImage: { requestId: { S: 'junk' } } } };
+    const errors: string[] = [];
+    const out = await aggregate({ ...deps, writeLine: (line) => errors.push(line) }, { Records: [broken, g1, g2] });
+    expect(out).toEqual({ batchItemFailures: [{ itemIdentifier: '1' }] });
+    expect(errors).toHaveLength(1);
+    expect(JSON.parse(errors[0] ?? '{}')).toMatchObject({ event: 'rollup_failed', sequenceNumber: '1' });
+    expect(await marker('g1')).toBe(false);
+    expect(await marker('g2')).toBe(false);
+    expect(await rows('day', '2027-01-05', '2027-01-05')).toEqual([]);
+
+    // A MODIFY or REMOVE is not a new request: skipped, not failed.
+    expect(await aggregate(deps, { Records: [{ ...g1, eventName: 'MODIFY' }, g2] })).toEqual({ batchItemFailures: [] });
+    expect(await marker('g1')).toBe(false);
+    expect(find(await rows('day', '2027-01-05', '2027-01-05'), '2027-01-05', 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
+  });
+});
+
+describe('sluice usage', () => {
+  // Runs after the aggregator tests above, whose rollups it reads.
+  it('prints per-day totals, by key and by model, with spend in minor units to six decimals', async () => {
+    await db.doc.send(
+      new PutCommand({ TableName: tableName(db.prefix, 'workspaces'), Item: { pk: WS, sk: 'META', workspaceId: WS, name: 'agg', createdAt: 0, paused: false } }),
+    );
+    const ctx = { doc: db.doc, tablePrefix: db.prefix, stage: 'local', now: () => DAY2 };
+    const out = await usageCommand(['-w', WS, '--from', '2026-11-21'], ctx);
+    const text = out.human.join('\n');
+    expect(out.human[0]).toBe(`usage of ${WS} by day, 2026-11-21 to 2026-11-22 (UTC); spend in minor units`);
+    expect(text).toMatch(/^ {2}2026-11-22 +3 +500 +100 +120 +40 +5\.500001$/m);
+    expect(text).toMatch(/^ {2}all +4 +600 +120 +170 +50 +6\.500001$/m);
+    expect(text).toMatch(/^ {2}2026-11-22 +key_a +2 .* 3\.000001$/m);
+    expect(text).toMatch(/^ {2}2026-11-22 +local\/echo +1 .* 0\.000000$/m);
+    const json = out.json as { total: { chargeMicros: number; spend: string }; byModel: { id: string }[] };
+    expect(json.total).toMatchObject({ requests: 4, chargeMicros: 6_500_001, spend: '6.500001' });
+    expect(json.byModel.map((r) => r.id)).toEqual(['openai/gpt-x', 'anthropic/claude-x', 'local/echo', 'openai/gpt-x']);
+
+    const months = await usageCommand(['-w', WS, '--period', 'month', '--from', '2026-11', '--to', '2027-01', '--json'], ctx);
+    expect((months.json as { totals: { periodId: string; requests: number }[] }).totals.map((r) => [r.periodId, r.requests])).toEqual([
+      ['2026-11', 4],
+      ['2026-12', 3],
+      ['2027-01', 1],
+    ]);
+    await expect(usageCommand(['-w', WS, '--from', '2026-11-31'], ctx)).rejects.toThrow(ValidationError);
+    await expect(usageCommand(['-w', 'ws_nobody'], ctx)).rejects.toThrow(WorkspaceNotFoundError);
+  });
+});
+
+describe('periodIds', () => {
+  it.each([
+    ['day', '2026-02-27', '2026-03-01', ['2026-02-27', '2026-02-28', '2026-03-01']],
+    ['day', '2028-02-28', '2028-03-01', ['2028-02-28', '2028-02-29', '2028-03-01']],
+    ['month', '2026-11', '2027-02', ['2026-11', '2026-12', '2027-01', '2027-02']],
+  ] as const)('%s from %s to %s', (period, from, to, expected) => {
+    expect(periodIds(period, from, to)).toEqual(expected);
+  });
+
+  it.each([
+    ['day', '2026-02-30', '2026-03-01'],
+    ['day', '2026-03-02', '2026-03-01'],
+    ['day', '2026-11', '2026-11-02'],
+    ['month', '2026-13', '2027-01'],
+    ['day', '2020-01-01', '2026-01-01'],
+  ] as const)('refuses %s from %s to %s', (period, from, to) => {
+    expect(() => periodIds(period, from, to)).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,216 @@
+/**
+ * The `sluice` CLI end to end: `node bin/sluice.js … --json` as a child process against
+ * DynamoDB Local, through a `.sluice/local.json`-style state file of its own (SLUICE_LOCAL_STATE)
+ * so the developer's real local stage is never touched.
+ */
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { hashKey } from '../../lambdas/core/api-key';
+import { testTables, type TestTables } from '../support/dynamo';
+
+jest.setTimeout(120_000);
+
+const BIN = resolve(__dirname, '../../bin/sluice.js');
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+let t: TestTables;
+let dir: string;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  t = await testTables();
+  dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+  writeFileSync(join(dir, 'local.json'), JSON.stringify({ endpoint: t.endpoint, tablePrefix: t.prefix }));
+  env = { ...process.env, SLUICE_LOCAL_STATE: join(dir, 'local.json') };
+  delete env['SLUICE_LOCAL_SECRETS_FILE'];
+});
+
+afterAll(() => t.client.destroy());
+
+function sluice(args: readonly string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+/** Runs with `--json`, expects success, and returns the parsed stdout. */
+async function ok<T = Record<string, unknown>>(args: readonly string[], input?: string): Promise<T> {
+  const run = await sluice([...args, '--json'], input === undefined ? {} : { input });
+  if (run.code !== 0) throw new Error(`sluice ${args.join(' ')} exited ${String(run.code)}: ${run.stderr}`);
+  return JSON.parse(run.stdout) as T;
+}
+
+/** Runs with `--json`, expects exit 1, and returns the error code and the stderr line. */
+async function refused(args: readonly string[]): Promise<{ code: string; stderr: string }> {
+  const run = await sluice([...args, '--json']);
+  expect(run.code).toBe(1);
+  // One line on stderr, whatever went wrong.
+  expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+  const parsed = JSON.parse(run.stdout) as { error: { code: string } };
+  return { code: parsed.error.code, stderr: run.stderr };
+}
+
+describe('sluice CLI', () => {
+  let workspaceId: string;
+  let ownerMemberId: string;
+
+  it('imports the catalog and creates a workspace with credit', async () => {
+    const imported = await ok<{ providers: number; models: number }>(['catalog', 'import']);
+    expect(imported.providers).toBeGreaterThanOrEqual(8);
+    expect(imported.models).toBeGreaterThanOrEqual(30);
+
+    ({ workspaceId, ownerMemberId } = await ok<{ workspaceId: string; ownerMemberId: string }>([
+      'workspace',
+      'create',
+      '--name',
+      'Acme Ltd',
+      '--owner-email',
+      'o@acme.test',
+    ]));
+    expect(workspaceId).toMatch(/^ws_/);
+    await expect(ok(['credit', 'add', '250', '-w', workspaceId])).resolves.toEqual({ availableMicros: 250_000_000 });
+    const shown = await ok<{ balance: { available: { minor: string } }; members: { memberId: string }[] }>(['workspace', 'show', '-w', workspaceId]);
+    expect(shown.balance.available.minor).toBe('250.000000');
+    expect(shown.members[0]?.memberId).toBe(ownerMemberId);
+  });
+
+  it('mints a key shown once, lists it by visible part only, and limits it', async () => {
+    const key = await ok<{ rawKey: string; keyId: string; visible: string; warning: string }>([
+      'key',
+      'create',
+      '-w',
+      workspaceId,
+      '--name',
+      'ci',
+      '--expires',
+      '2099-12-31T00:00:00Z',
+    ]);
+    expect(key.rawKey).toMatch(/^slc_dev_[A-Za-z0-9_-]{43}$/);
+    expect(key.warning).toMatch(/shown once/);
+
+    const listed = await sluice(['key', 'list', '-w', workspaceId, '--json']);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).not.toContain(key.rawKey);
+    expect(listed.stdout).not.toContain(hashKey(key.rawKey));
+    const { keys } = JSON.parse(listed.stdout) as { keys: { keyId: string; visible: string; expiresAt: string }[] };
+    expect(keys).toEqual([expect.objectContaining({ keyId: key.keyId, visible: key.visible, expiresAt: '2099-12-31T00:00:00.000Z' })]);
+
+    const stored = (await t.doc.send(new ScanCommand({ TableName: `${t.prefix}keys` }))).Items ?? [];
+    expect(JSON.stringify(stored)).not.toContain(key.rawKey);
+    expect(stored[0]?.['keyHash']).toBe(hashKey(key.rawKey));
+
+    // The visible part typed with three dots names the key.
+    await expect(ok(['key', 'limit', '300', '-w', workspaceId, '--key', key.visible.replace('…', '...'), '--window', 'weekly'])).resolves.toEqual({
+      keyId: key.keyId,
+      creditLimitMicros: 300_000_000,
+      window: 'weekly',
+    });
+    await expect(ok(['key', 'limit', '--clear', '-w', workspaceId, '--key', key.keyId])).resolves.toMatchObject({ creditLimitMicros: null });
+    expect((await refused(['key', 'limit', '5', '-w', workspaceId, '--key', key.keyId, '--window', 'hourly'])).code).toBe('invalid_argument');
+    await expect(ok(['key', 'expiry', '--clear', '-w', workspaceId, '--key', key.keyId])).resolves.toEqual({ keyId: key.keyId, expiresAt: null });
+  });
+
+  it('prints the raw key alone on stdout and the warning on stderr in human mode', async () => {
+    const run = await sluice(['key', 'create', '-w', workspaceId]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^slc_dev_[A-Za-z0-9_-]{43}\n$/);
+    expect(run.stderr).toMatch(/shown once and never again/);
+  });
+
+  it('applies the spend rate cap rules with one-line refusals', async () => {
+    const zero = await refused(['workspace', 'spend-cap', '0', '-w', workspaceId]);
+    expect(zero.code).toBe('spend_cap_refused');
+    expect(zero.stderr).toMatch(/^sluice: .*pause/);
+    expect((await refused(['workspace', 'spend-cap', '99', '-w', workspaceId])).code).toBe('spend_cap_refused');
+    await expect(ok(['workspace', 'spend-cap', '100', '-w', workspaceId])).resolves.toMatchObject({ spendRateCapMinor: 100 });
+    expect((await refused(['workspace', 'spend-cap', '1000001', '-w', workspaceId])).stderr).toMatch(/--force/);
+    await expect(ok(['workspace', 'spend-cap', '1000001', '-w', workspaceId, '--force'])).resolves.toMatchObject({ spendRateCapMinor: 1_000_001 });
+    expect((await refused(['workspace', 'spend-cap', '1e3', '-w', workspaceId])).code).toBe('invalid_argument');
+  });
+
+  it('manages limits, pause, permitted models, profiles and the default route', async () => {
+    await expect(ok(['workspace', 'limit', '--monthly', '9000', '-w', workspaceId])).resolves.toEqual({ monthlyLimitMicros: 9_000_000_000 });
+    await expect(ok(['workspace', 'pause', '-w', workspaceId])).resolves.toEqual({ paused: true });
+    await expect(ok(['workspace', 'resume', '-w', workspaceId])).resolves.toEqual({ paused: false });
+    await expect(ok(['workspace', 'permit', 'openai/gpt-4.1-mini', 'local/org/sim-nested', '-w', workspaceId])).resolves.toEqual({
+      permittedModels: ['openai/gpt-4.1-mini', 'local/org/sim-nested'],
+    });
+    await expect(ok(['workspace', 'permit', '--clear', '-w', workspaceId])).resolves.toEqual({ permittedModels: null });
+    expect((await refused(['workspace', 'permit', 'gpt-4o', '-w', workspaceId])).code).toBe('invalid_argument');
+
+    await ok(['profile', 'create', 'fast', 'local/sim-small', 'local/sim-large', '-w', workspaceId]);
+    await expect(ok(['profile', 'reorder', 'fast', 'local/sim-large', 'local/sim-small', '-w', workspaceId])).resolves.toEqual({
+      identifier: 'fast',
+      models: ['local/sim-large', 'local/sim-small'],
+    });
+    await expect(ok(['workspace', 'default-route', 'fast', '-w', workspaceId])).resolves.toEqual({ defaultProfile: 'fast' });
+    expect((await refused(['profile', 'delete', 'fast', '-w', workspaceId])).code).toBe('profile_in_use');
+    await expect(ok(['profile', 'list', '-w', workspaceId])).resolves.toEqual({
+      profiles: [{ identifier: 'fast', slug: 'profile/fast', models: ['local/sim-large', 'local/sim-small'], isDefault: true }],
+    });
+    await ok(['workspace', 'default-route', '--clear', '-w', workspaceId]);
+    await expect(ok(['profile', 'delete', 'fast', '-w', workspaceId])).resolves.toEqual({ identifier: 'fast' });
+  });
+
+  it('adds and removes a member, revoking their keys', async () => {
+    const { memberId } = await ok<{ memberId: string }>(['member', 'add', '-w', workspaceId, '--email', 'dev@acme.test']);
+    await expect(ok(['member', 'limit', '-w', workspaceId, '--member', memberId, '--monthly', '40'])).resolves.toEqual({
+      memberId,
+      monthlyLimitMicros: 40_000_000,
+    });
+    const { keyId } = await ok<{ keyId: string }>(['key', 'create', '-w', workspaceId, '--member', memberId]);
+    await expect(ok(['member', 'remove', '-w', workspaceId, '--member', memberId, '--revoke-keys'])).resolves.toEqual({
+      memberId,
+      revokedKeyIds: [keyId],
+      keptKeyIds: [],
+    });
+    expect((await refused(['member', 'remove', '-w', workspaceId, '--member', ownerMemberId])).code).toBe('owner_not_removable');
+  });
+
+  it('stores a BYOK key read from stdin in a 0600 file, never from argv', async () => {
+    const secretsFile = join(dir, 'secrets.json');
+    const run = await sluice(['byok', 'set', 'openai', '-w', workspaceId, '--key-stdin', '--json'], { input: 'sk-test-from-stdin\n' });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ provider: 'openai', secretName: `sluice/local/byok/${workspaceId}/openai` });
+    expect(run.stdout + run.stderr).not.toContain('sk-test-from-stdin');
+    // The local secret file sits beside the state file unless SLUICE_LOCAL_SECRETS_FILE says otherwise.
+    expect(statSync(secretsFile).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(secretsFile, 'utf8'))).toEqual({ [`sluice/local/byok/${workspaceId}/openai`]: 'sk-test-from-stdin' });
+    // A key on the command line is not an option at all.
+    expect((await refused(['byok', 'set', 'openai', '-w', workspaceId, '--key', 'sk-leak'])).code).toBe('usage');
+    await expect(ok(['byok', 'remove', 'openai', '-w', workspaceId])).resolves.toMatchObject({ provider: 'openai' });
+    expect(JSON.parse(readFileSync(secretsFile, 'utf8'))).toEqual({});
+  });
+
+  it('fails with one line and exit 1 on usage errors and unknown workspaces', async () => {
+    expect((await refused(['key', 'list'])).stderr).toMatch(/--workspace is required/);
+    expect((await refused(['key', 'list', '-w', 'ws_nope'])).code).toBe('workspace_not_found');
+    expect((await refused(['key', 'create', '-w', workspaceId, '--bogus'])).code).toBe('usage');
+    expect((await refused(['nothing', 'here'])).code).toBe('usage');
+    expect((await refused(['credit', 'add', '-w', workspaceId])).code).toBe('usage');
+    const help = await sluice(['key', 'limit', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/usage: sluice key limit/);
+  });
+
+  it('says to run npm start first when the local stage has no state file', async () => {
+    const run = await sluice(['workspace', 'show', '-w', 'ws_x'], { env: { ...env, SLUICE_LOCAL_STATE: join(dir, 'absent.json') } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/run npm start first/);
+  });
+});

@@ -1,0 +1,172 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  DescribeTimeToLiveCommand,
+  ListTablesCommand,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { isAlive, startDynamoLocal } from '../../local/dynamo-local';
+import { ensureTables, makeDynamoClient } from '../../local/tables';
+import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
+import { type TestTables, testTables } from '../support/dynamo';
+
+describe('ensureTables against DynamoDB Local', () => {
+  let t: TestTables;
+  beforeAll(async () => {
+    t = await testTables();
+  });
+  afterAll(() => t.client.destroy());
+
+  it.each(ALL_TABLES.map((s) => [s.name, s] as const))('creates %s as the schema describes it', async (_name, schema) => {
+    const { Table } = await t.client.send(new DescribeTableCommand({ TableName: tableName(t.prefix, schema.name) }));
+    expect(Table?.TableStatus).toBe('ACTIVE');
+    expect(Table?.BillingModeSummary?.BillingMode).toBe('PAY_PER_REQUEST');
+
+    const expectedKeys = [{ AttributeName: schema.partitionKey.name, KeyType: 'HASH' }];
+    if (schema.sortKey) expectedKeys.push({ AttributeName: schema.sortKey.name, KeyType: 'RANGE' });
+    expect(Table?.KeySchema).toEqual(expectedKeys);
+
+    const indexes = (Table?.GlobalSecondaryIndexes ?? []).map((gsi) => ({
+      name: gsi.IndexName,
+      keys: gsi.KeySchema?.map((k) => `${k.AttributeName}:${k.KeyType}`),
+      projection: gsi.Projection?.ProjectionType,
+      status: gsi.IndexStatus,
+    }));
+    expect(indexes).toEqual(
+      schema.indexes.map((index) => ({
+        name: index.indexName,
+        keys: [`${index.partitionKey.name}:HASH`, ...(index.sortKey ? [`${index.sortKey.name}:RANGE`] : [])],
+        projection: 'ALL',
+        status: 'ACTIVE',
+      })),
+    );
+    const types = Object.fromEntries((Table?.AttributeDefinitions ?? []).map((a) => [a.AttributeName, a.AttributeType]));
+    for (const key of [schema.partitionKey, ...(schema.sortKey ? [schema.sortKey] : [])]) {
+      expect(types[key.name]).toBe(key.type);
+    }
+    for (const index of schema.indexes) {
+      for (const key of [index.partitionKey, ...(index.sortKey ? [index.sortKey] : [])]) expect(types[key.name]).toBe(key.type);
+    }
+
+    if (schema.stream) {
+      expect(Table?.StreamSpecification).toEqual({ StreamEnabled: true, StreamViewType: 'NEW_IMAGE' });
+      expect(Table?.LatestStreamArn).toEqual(expect.stringContaining(tableName(t.prefix, schema.name)));
+    } else {
+      expect(Table?.StreamSpecification?.StreamEnabled ?? false).toBe(false);
+    }
+
+    const { TimeToLiveDescription: ttl } = await t.client.send(
+      new DescribeTimeToLiveCommand({ TableName: tableName(t.prefix, schema.name) }),
+    );
+    if (schema.ttlAttribute === undefined) {
+      expect(ttl?.TimeToLiveStatus ?? 'DISABLED').toBe('DISABLED');
+    } else {
+      expect(ttl).toEqual({ TimeToLiveStatus: 'ENABLED', AttributeName: schema.ttlAttribute });
+    }
+  });
+
+  it('is idempotent and leaves existing items alone', async () => {
+    const keys = tableName(t.prefix, 'keys');
+    await t.doc.send(new PutCommand({ TableName: keys, Item: { keyHash: 'h1', keyId: 'k1', workspaceId: 'w1' } }));
+    await ensureTables(t.client, t.prefix);
+    const { Item } = await t.doc.send(new GetCommand({ TableName: keys, Key: { keyHash: 'h1' } }));
+    expect(Item).toEqual({ keyHash: 'h1', keyId: 'k1', workspaceId: 'w1' });
+  });
+
+  it('gives every call its own prefix', async () => {
+    const other = await testTables();
+    try {
+      expect(other.prefix).not.toBe(t.prefix);
+      const { TableNames = [] } = await other.client.send(new ListTablesCommand({}));
+      for (const schema of ALL_TABLES) {
+        expect(TableNames).toContain(tableName(other.prefix, schema.name));
+        expect(TableNames).toContain(tableName(t.prefix, schema.name));
+      }
+    } finally {
+      other.client.destroy();
+    }
+  });
+});
+
+/** PIDs of DynamoDB Local processes started with `-port <port>` (read from /proc, Linux). */
+function dynamoLocalPidsOnPort(port: number): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return args.some((a) => a.includes('DynamoDBLocal.jar')) && args[args.indexOf('-port') + 1] === String(port);
+      } catch {
+        return false; // exited while we looked
+      }
+    })
+    .map(Number);
+}
+
+describe('startDynamoLocal', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sluice-ddb-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('keeps data in dataDir across a restart, and stop() ends the process', async () => {
+    const first = await startDynamoLocal({ dataDir: dir });
+    let client: DynamoDBClient = makeDynamoClient(first.endpoint);
+    try {
+      await ensureTables(client, 'persist-');
+      await client.send(
+        new CreateTableCommand({
+          TableName: 'persist-extra',
+          BillingMode: 'PAY_PER_REQUEST',
+          AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+          KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        }),
+      );
+    } finally {
+      client.destroy();
+      await first.stop();
+    }
+    expect(isAlive(first.pid)).toBe(false);
+
+    const second = await startDynamoLocal({ dataDir: dir });
+    client = makeDynamoClient(second.endpoint);
+    try {
+      const { TableNames = [] } = await client.send(new ListTablesCommand({}));
+      expect(TableNames).toEqual(expect.arrayContaining(['persist-extra', 'persist-usage', 'persist-holds']));
+      // Reconciling existing tables is a no-op when they match the schema.
+      await ensureTables(client, 'persist-');
+    } finally {
+      client.destroy();
+      await second.stop();
+    }
+    expect(isAlive(second.pid)).toBe(false);
+  }, 120_000);
+
+  it('fails with the process output when the port is taken, and leaves no process behind', async () => {
+    const blocker = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => blocker.listen({ port: 0, host: '0.0.0.0' }, resolve));
+    const address = blocker.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    try {
+      await expect(startDynamoLocal({ port: address.port, readyTimeoutMs: 30_000 })).rejects.toThrow(
+        new RegExp(`exited during start-up[\\s\\S]*${address.port}[\\s\\S]*DynamoDB Local output[\\s\\S]*Failed to bind`),
+      );
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+    expect(dynamoLocalPidsOnPort(address.port)).toEqual([]);
+  }, 60_000);
+
+  it('refuses a relative dataDir', async () => {
+    await expect(startDynamoLocal({ dataDir: 'relative/dir' })).rejects.toThrow('dataDir must be absolute');
+  });
+});

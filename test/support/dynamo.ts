@@ -1,0 +1,46 @@
+/**
+ * Per-file DynamoDB tables for integration tests, in the run's shared DynamoDB Local (started by
+ * the global setup). Every call gets a fresh table prefix, so test files and tests that want a
+ * clean slate never see each other's items.
+ */
+import { randomBytes } from 'node:crypto';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { ensureTables, makeDynamoClient } from '../../local/tables';
+import { TEST_ENDPOINT_ENV } from './global-setup';
+
+export { freePort } from '../../local/free-port';
+
+/** A set of Sluice tables under their own prefix. Call `client.destroy()` when done. */
+export interface TestTables {
+  readonly client: DynamoDBClient;
+  /** Document client over `client` (marshalls plain JavaScript values; removes undefined). */
+  readonly doc: DynamoDBDocumentClient;
+  /** Table-name prefix, e.g. `t3f9a1c2e-`; pass it as the stage's table prefix. */
+  readonly prefix: string;
+  readonly endpoint: string;
+}
+
+/** The shared DynamoDB Local's endpoint; throws outside a jest run with the global setup. */
+export function testEndpoint(): string {
+  const endpoint = process.env[TEST_ENDPOINT_ENV];
+  if (endpoint === undefined || endpoint === '') {
+    throw new Error(`${TEST_ENDPOINT_ENV} is not set: run the tests through jest (its global setup starts DynamoDB Local)`);
+  }
+  return endpoint;
+}
+
+/** Creates every Sluice table under a new unique prefix and returns clients for them. */
+export async function testTables(): Promise<TestTables> {
+  const endpoint = testEndpoint();
+  const prefix = `t${randomBytes(4).toString('hex')}-`;
+  const client = makeDynamoClient(endpoint);
+  try {
+    await ensureTables(client, prefix);
+  } catch (err) {
+    client.destroy();
+    throw err;
+  }
+  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+  return { client, doc, prefix, endpoint };
+}

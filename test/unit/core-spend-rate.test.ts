@@ -1,0 +1,84 @@
+/** The spend rate cap's per-second buckets over a rolling 60 seconds. */
+import { SPEND_WINDOW_MS, bucketExpiry, bucketOf, partitionBuckets, spendRetryAfterSeconds } from '../../lambdas/core/spend-rate';
+
+const S = 1_790_000_000; // an epoch second
+const at = (second: number, ms = 0): number => second * 1000 + ms;
+
+describe('buckets', () => {
+  test.each([
+    [at(S), S],
+    [at(S, 999), S],
+    [at(S + 1), S + 1],
+  ])('bucketOf(%d) = %d', (now, second) => {
+    expect(bucketOf(now)).toBe(second);
+  });
+
+  test('a bucket stops counting 60 s after the END of its second', () => {
+    expect(SPEND_WINDOW_MS).toBe(60_000);
+    expect(bucketExpiry(S)).toBe(at(S + 61));
+  });
+
+  test('every reservation counts for at least 60 s and at most 61 s (SPEC)', () => {
+    for (const ms of [0, 1, 500, 999]) {
+      const reservedAt = at(S, ms);
+      const expiry = bucketExpiry(bucketOf(reservedAt));
+      expect(expiry - reservedAt).toBeGreaterThanOrEqual(60_000);
+      expect(expiry - reservedAt).toBeLessThanOrEqual(61_000);
+    }
+  });
+});
+
+describe('partitionBuckets at exact boundaries', () => {
+  test.each<[string, number, number, string[], number | undefined]>([
+    ['all live, just reserved', at(S + 2), 600, [], S],
+    ['one ms before the oldest bucket expires', at(S + 61) - 1, 600, [], S],
+    ['the oldest bucket expires exactly at its expiry', at(S + 61), 500, [String(S)], S + 1],
+    ['one ms later, same', at(S + 61) + 1, 500, [String(S)], S + 1],
+    ['second bucket expires at its own expiry', at(S + 62), 200, [String(S), String(S + 1)], S + 30],
+    ['everything expired', at(S + 91), 0, [String(S), String(S + 1), String(S + 30)], undefined],
+  ])('%s', (_l, now, live, expiredKeys, earliest) => {
+    const buckets = { [String(S)]: 100, [String(S + 1)]: 300, [String(S + 30)]: 200 };
+    const p = partitionBuckets(buckets, now);
+    expect(p.liveMicros).toBe(live);
+    expect(p.expired.map(([k]) => k).sort()).toEqual(expiredKeys.sort());
+    for (const [k, v] of p.expired) expect(v).toBe(buckets[k]);
+    expect(p.earliestLive).toBe(earliest);
+    if (earliest === undefined) expect('earliestLive' in p).toBe(false);
+  });
+
+  test('empty buckets', () => {
+    expect(partitionBuckets({}, at(S))).toEqual({ liveMicros: 0, expired: [] });
+  });
+
+  test('earliest live does not depend on key order', () => {
+    const p = partitionBuckets({ [String(S + 5)]: 1, [String(S + 2)]: 1, [String(S + 9)]: 1 }, at(S + 10));
+    expect(p.earliestLive).toBe(S + 2);
+    expect(p.liveMicros).toBe(3);
+  });
+});
+
+describe('spendRetryAfterSeconds: clears when the earliest counted reservation ages out', () => {
+  test.each<[string, number | undefined, number, number]>([
+    ['nothing counted', undefined, at(S), 1],
+    ['reserved this very ms', S, at(S), 61],
+    ['late in the same second', S, at(S, 999), 61],
+    ['a second later', S, at(S + 1), 60],
+    ['half a second into the next', S, at(S + 1, 500), 60],
+    ['1 ms before expiry', S, at(S + 61) - 1, 1],
+    ['1.001 s before expiry', S, at(S + 61) - 1001, 2],
+    ['exactly at expiry', S, at(S + 61), 1],
+    ['past expiry', S, at(S + 70), 1],
+  ])('%s', (_l, earliest, now, seconds) => {
+    expect(spendRetryAfterSeconds(earliest, now)).toBe(seconds);
+  });
+
+  test('waiting the advised seconds is enough for the earliest bucket to age out', () => {
+    for (const ms of [0, 1, 250, 999, 1000, 30_000, 59_999]) {
+      const now = at(S) + ms;
+      const wait = spendRetryAfterSeconds(S, now);
+      expect(Number.isInteger(wait)).toBe(true);
+      const later = partitionBuckets({ [String(S)]: 10 }, now + wait * 1000);
+      expect(later.liveMicros).toBe(0);
+    }
+  });
+});
