@@ -23,7 +23,7 @@ export { createKey, listKeys, resolveKey, setKeyExpiry, setKeyCreditLimit, MAX_K
 export type { KeyRef, KeyView } from './ops/keys';
 export { createProfile, reorderProfile, deleteProfile, listProfiles, PROFILE_MAX_MODELS } from './ops/profiles';
 export { setByokKey, removeByokKey } from './ops/byok';
-export { importCatalog, loadCatalogFiles, readCatalog } from './ops/catalog';
+export { importCatalog, loadCatalogFiles, parseCatalogEntries, writeCatalog, readCatalog } from './ops/catalog';
 export {
   catalogItemToModel,
   catalogItemToProvider,

@@ -1,6 +1,7 @@
 import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { Aggregator } from './aggregator';
+import { CatalogImport } from './catalog-import';
 import { SluiceDashboard } from './dashboard';
 import { Gateway } from './gateway';
 import { loadProviderKeySources, type ProviderKeySource } from './provider-file';
@@ -52,6 +53,7 @@ export class SluiceStack extends Stack {
       removalPolicy: stage.removalPolicy,
     });
     this.gateway = new Gateway(this, 'Gateway', { stage, tables: this.tables, secrets });
+    new CatalogImport(this, 'CatalogImport', { stage, tables: this.tables });
     const aggregator = new Aggregator(this, 'Aggregator', {
       stage,
       usageTable: this.tables.table('usage'),

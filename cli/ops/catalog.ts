@@ -53,10 +53,22 @@ export function loadCatalogFiles(input: { providersFile?: string; catalogFile?: 
 } {
   const providersFile = input.providersFile ?? DEFAULT_PROVIDERS_FILE;
   const catalogFile = input.catalogFile ?? DEFAULT_CATALOG_FILE;
-  const providers = readArray(providersFile).map((e, i) => parseProviderConfig(e, entryLabel(providersFile, i, e, 'name')));
-  const models = readArray(catalogFile).map((e, i) => parseCatalogModel(e, entryLabel(catalogFile, i, e, 'id')));
-  if (providers.length === 0) throw new CatalogValidationError(`${basename(providersFile)} lists no provider`);
-  checkCatalog(providers, models, { providers: basename(providersFile), models: basename(catalogFile) });
+  return parseCatalogEntries(readArray(providersFile), readArray(catalogFile), { providers: providersFile, models: catalogFile });
+}
+
+/**
+ * Validates the two arrays, entry by entry and as a whole (the files' contents, or the copy a
+ * deploy bundles); `sources` name them in error messages. Nothing is written.
+ */
+export function parseCatalogEntries(
+  rawProviders: readonly unknown[],
+  rawModels: readonly unknown[],
+  sources: { readonly providers: string; readonly models: string } = { providers: 'providers.json', models: 'catalog.json' },
+): { providers: ProviderConfig[]; models: CatalogModel[] } {
+  const providers = rawProviders.map((e, i) => parseProviderConfig(e, entryLabel(sources.providers, i, e, 'name')));
+  const models = rawModels.map((e, i) => parseCatalogModel(e, entryLabel(sources.models, i, e, 'id')));
+  if (providers.length === 0) throw new CatalogValidationError(`${basename(sources.providers)} lists no provider`);
+  checkCatalog(providers, models, { providers: basename(sources.providers), models: basename(sources.models) });
   return { providers, models };
 }
 
@@ -96,7 +108,14 @@ export async function importCatalog(
   ctx: AdminContext,
   input: { providersFile?: string; catalogFile?: string } = {},
 ): Promise<{ providers: number; models: number; removedProviders: number; removedModels: number }> {
-  const { providers, models } = loadCatalogFiles(input);
+  return writeCatalog(ctx, loadCatalogFiles(input));
+}
+
+/** Writes validated entries (see {@link parseCatalogEntries}) and prunes what they no longer list. */
+export async function writeCatalog(
+  ctx: AdminContext,
+  { providers, models }: { readonly providers: readonly ProviderConfig[]; readonly models: readonly CatalogModel[] },
+): Promise<{ providers: number; models: number; removedProviders: number; removedModels: number }> {
   const existing = (await scanCatalog(ctx)).map((i) => String(i['pk']));
   const providerItems = providers.map(providerToItem);
   const modelItems = models.map(modelToItem);

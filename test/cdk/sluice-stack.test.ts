@@ -291,9 +291,25 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
     });
   });
 
+  it('imports the catalog from config/ on deploy, re-running only when the files change', () => {
+    const { createHash } = require('node:crypto') as typeof import('node:crypto');
+    const { readFileSync } = require('node:fs') as typeof import('node:fs');
+    const hash = createHash('sha256');
+    for (const f of ['config/providers.json', 'config/catalog.json']) hash.update(readFileSync(f));
+    t().hasResourceProperties('Custom::SluiceCatalog', { CatalogHash: hash.digest('hex') });
+    const importFn = Object.entries(resources(t(), 'AWS::Lambda::Function')).find(([, r]) => String(r.Properties.Description).includes('import the catalog'));
+    expect(importFn).toBeDefined();
+    const statements = statementsOf(t(), importFn![0]);
+    expect(actionsOnTable(statements, tableId(t(), 'catalog', stage))).toContain('dynamodb:BatchWriteItem');
+    for (const name of ['keys', 'workspaces', 'ledger', 'holds', 'usage', 'rollups'] as const) {
+      expect(actionsOnTable(statements, tableId(t(), name, stage)).size).toBe(0);
+    }
+  });
+
   it('pins every function to nodejs22.x on arm64 with source maps on', () => {
     const fns = Object.values(resources(t(), 'AWS::Lambda::Function'));
-    expect(fns).toHaveLength(3);
+    // Gateway, aggregator, sweeper and the deploy-time catalog import.
+    expect(fns).toHaveLength(4);
     for (const fn of fns) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',

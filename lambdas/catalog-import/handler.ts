@@ -1,0 +1,69 @@
+/**
+ * Deploy-time catalog import: a CloudFormation custom resource that writes the catalog bundled
+ * from `config/` into the stage's catalog table, validated exactly as `sluice catalog import`
+ * does, on every deploy that changes it. Deleting the stack leaves the table to its own policy.
+ *
+ * The function answers CloudFormation itself (a PUT of the result to the pre-signed response
+ * URL), so no provider-framework function of CDK's own runtime choosing joins the stack.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
+import providers from '../../config/providers.json';
+import models from '../../config/catalog.json';
+import { parseCatalogEntries, writeCatalog } from '../../cli/ops/catalog';
+import { documentClient } from '../adapters/dynamo-client';
+import { loadConfig } from '../shared/config';
+
+const config = loadConfig();
+const doc = documentClient(config);
+
+/** The response CloudFormation expects at the event's ResponseURL. */
+export interface CustomResourceResponse {
+  readonly Status: 'SUCCESS' | 'FAILED';
+  readonly Reason?: string;
+  readonly PhysicalResourceId: string;
+  readonly StackId: string;
+  readonly RequestId: string;
+  readonly LogicalResourceId: string;
+  readonly Data?: Readonly<Record<string, number>>;
+}
+
+/** Imports (on Create and Update) and builds the response; never throws. */
+export async function importForEvent(event: CloudFormationCustomResourceEvent, logStream: string): Promise<CustomResourceResponse> {
+  const base = {
+    PhysicalResourceId: `sluice-catalog-${config.stage}`,
+    StackId: event.StackId,
+    RequestId: event.RequestId,
+    LogicalResourceId: event.LogicalResourceId,
+  };
+  if (event.RequestType === 'Delete') return { ...base, Status: 'SUCCESS' };
+  try {
+    const entries = parseCatalogEntries(providers as unknown[], models as unknown[]);
+    const result = await writeCatalog({ doc, tablePrefix: config.tablePrefix, stage: config.stage }, entries);
+    console.log(JSON.stringify({ event: 'catalog_import', stage: config.stage, ...result }));
+    return { ...base, Status: 'SUCCESS', Data: { providers: result.providers, models: result.models } };
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    console.error(JSON.stringify({ event: 'catalog_import_failed', stage: config.stage, reason }));
+    return { ...base, Status: 'FAILED', Reason: `${reason} (log stream ${logStream})`.slice(0, 1000) };
+  }
+}
+
+function put(url: string, body: string): Promise<void> {
+  // CloudFormation's URLs are https; plain http is accepted for tests on loopback.
+  const request = new URL(url).protocol === 'http:' ? http.request : https.request;
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'PUT', headers: { 'content-type': '', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve());
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export async function handler(event: CloudFormationCustomResourceEvent, context: Context): Promise<void> {
+  const response = await importForEvent(event, context.logStreamName);
+  await put(event.ResponseURL, JSON.stringify(response));
+}
