@@ -50,30 +50,42 @@ function skipWs(text: string, i: number): number {
   return j;
 }
 
-/** Where a top-level field's value sits: `[start, end)` in the text, or undefined when absent. */
-export function topLevelValueRange(text: string, key: string): readonly [number, number] | undefined {
+/** Where every occurrence of a top-level field's value sits, `[start, end)`, in order. */
+export function topLevelValueRanges(text: string, key: string): (readonly [number, number])[] {
   let i = skipWs(text, 0);
-  if (text[i] !== '{') return undefined;
+  if (text[i] !== '{') return [];
   i = skipWs(text, i + 1);
-  let found: readonly [number, number] | undefined;
+  const found: (readonly [number, number])[] = [];
   while (i < text.length && text[i] !== '}') {
     const keyEnd = skipString(text, i);
     const name: unknown = JSON.parse(text.slice(i, keyEnd));
     i = skipWs(text, keyEnd);
     i = skipWs(text, i + 1); // past ':'
     const valueEnd = skipValue(text, i);
-    // JSON.parse keeps the last duplicate, so the splice does too.
-    if (name === key) found = [i, valueEnd];
+    if (name === key) found.push([i, valueEnd]);
     i = skipWs(text, valueEnd);
     if (text[i] === ',') i = skipWs(text, i + 1);
   }
   return found;
 }
 
-/** Replaces a top-level field's value with already-serialised JSON, or appends the field. */
+/** Where a top-level field's value sits (the last occurrence, which JSON.parse keeps), or undefined. */
+export function topLevelValueRange(text: string, key: string): readonly [number, number] | undefined {
+  return topLevelValueRanges(text, key).at(-1);
+}
+
+/**
+ * Replaces a top-level field's value with already-serialised JSON, or appends the field. Every
+ * duplicate of the key is replaced, so a provider whose parser keeps the first one reads the same
+ * value as one that keeps the last.
+ */
 export function setTopLevel(text: string, key: string, json: string): string {
-  const range = topLevelValueRange(text, key);
-  if (range !== undefined) return text.slice(0, range[0]) + json + text.slice(range[1]);
+  const ranges = topLevelValueRanges(text, key);
+  if (ranges.length > 0) {
+    let out = text;
+    for (const [start, end] of [...ranges].reverse()) out = out.slice(0, start) + json + out.slice(end);
+    return out;
+  }
   const close = text.lastIndexOf('}');
   const before = text.slice(0, close).trimEnd();
   const empty = before.endsWith('{');

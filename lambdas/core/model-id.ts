@@ -35,10 +35,11 @@ export function parseModelField(value: unknown): ModelRef {
   }
   if (value === AUTO_MODEL_ID) return { kind: 'auto', id: value };
   const slash = value.indexOf('/');
-  if (slash === -1) {
+  // A leading slash names no provider either: `/gpt-4.1-mini` is as unpinned as `gpt-4.1-mini`.
+  if (slash <= 0) {
     throw new SluiceError(
       'model_id_not_pinned',
-      `The model id '${value}' names no provider. Send '<provider>/${value}' (for example 'openai/${value}') or a 'profile/<name>' slug.`,
+      `The model id '${value}' names no provider. Send '<provider>/${value.replace(/^\//, '')}' (for example 'openai/${value.replace(/^\//, '')}') or a 'profile/<name>' slug.`,
     );
   }
   if (value.startsWith(PROFILE_PREFIX)) {

@@ -5,7 +5,7 @@
  * `ceil(tokens × rate / 1000)` per kind of token.
  */
 import { SluiceError } from './errors';
-import type { TokenCounts } from '../shared/records';
+import type { EndpointFamily, TokenCounts } from '../shared/records';
 
 /** The rates of one model, as the catalog publishes them. */
 export interface Rates {
@@ -33,7 +33,7 @@ export const MICROS_PER_MINOR = 1_000_000;
  * allowed this many tokens, the most any catalogued provider bills for one image at full detail.
  */
 export const IMAGE_PART_TOKENS = 6_000;
-/** Each audio or file part is allowed this many tokens on top of its own bytes. */
+/** Each audio or file part is allowed this many tokens (a file part on top of its expanded bytes). */
 export const OTHER_PART_TOKENS = 6_000;
 /**
  * A prompt whose text bound exceeds this many times the model's context window cannot be held
@@ -65,13 +65,12 @@ function readCeiling(value: unknown): number | undefined {
 }
 
 /**
- * The caller's output ceiling: the larger of `max_tokens` and `max_completion_tokens` (chat) or
- * `max_output_tokens` (responses); undefined when none can be read.
+ * The caller's output ceiling for the endpoint family: chat takes the larger of `max_tokens` and
+ * `max_completion_tokens`; responses takes `max_output_tokens`. Undefined when none can be read.
  */
-export function callerCeiling(body: Readonly<Record<string, unknown>>): number | undefined {
-  const figures = [readCeiling(body.max_tokens), readCeiling(body.max_completion_tokens), readCeiling(body.max_output_tokens)].filter(
-    (n): n is number => n !== undefined,
-  );
+export function callerCeiling(body: Readonly<Record<string, unknown>>, family: EndpointFamily): number | undefined {
+  const fields = family === 'chat_completions' ? [body.max_tokens, body.max_completion_tokens] : [body.max_output_tokens];
+  const figures = fields.map(readCeiling).filter((n): n is number => n !== undefined);
   return figures.length === 0 ? undefined : Math.max(...figures);
 }
 
@@ -81,16 +80,40 @@ export interface PromptBound {
   readonly textBytes: number;
 }
 
-const MEDIA_PAYLOAD_KEYS = new Set(['image_url', 'input_image', 'input_audio', 'file', 'input_file']);
+/**
+ * Where the payload of a media part sits, by part type: only these strings are images or audio
+ * (billed by pixels or seconds, not bytes), so only they leave the text bound.
+ */
+const MEDIA_PAYLOADS: Readonly<Record<string, readonly (readonly string[])[]>> = {
+  image_url: [['image_url', 'url'], ['image_url']],
+  input_image: [['image_url']],
+  input_audio: [['input_audio', 'data'], ['data']],
+};
+/** File parts (PDFs) are billed for their text and page images: their bytes stay in the bound, times this. */
+const FILE_PART_TYPES = new Set(['file', 'input_file']);
+export const FILE_EXPANSION = 4;
+
+function at(record: Readonly<Record<string, unknown>>, path: readonly string[]): unknown {
+  let node: unknown = record;
+  for (const key of path) {
+    if (node === null || typeof node !== 'object' || Array.isArray(node)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
 
 /**
- * Upper bound of the prompt's tokens from the raw body: every byte of the body counts as a token
+ * Upper bound of the prompt's tokens from the raw body. Every byte of the body counts as a token
  * (so text is never under-estimated; JSON syntax and field names only add margin), except the
- * payload of image, audio and file parts, which is replaced by a fixed per-part allowance.
+ * payload strings of image and audio parts, which are replaced by a fixed per-part allowance.
+ * What is subtracted is each payload's shortest JSON spelling, never more than its raw bytes, so
+ * no spelling of the body can push text out of the bound. File parts keep their bytes, times
+ * FILE_EXPANSION (compressed PDF text expands), plus the allowance.
  */
 export function promptBound(rawBodyBytes: number, body: unknown): PromptBound {
   let mediaParts = 0;
   let mediaBytes = 0;
+  let fileBytes = 0;
   const visit = (node: unknown, depth: number): void => {
     if (depth > 64 || node === null || typeof node !== 'object') return;
     if (Array.isArray(node)) {
@@ -99,16 +122,25 @@ export function promptBound(rawBodyBytes: number, body: unknown): PromptBound {
     }
     const record = node as Record<string, unknown>;
     const type = typeof record.type === 'string' ? record.type : undefined;
-    if (type !== undefined && MEDIA_PAYLOAD_KEYS.has(type)) {
+    const payloads = type === undefined ? undefined : MEDIA_PAYLOADS[type];
+    if (payloads !== undefined) {
+      for (const path of payloads) {
+        const value = at(record, path);
+        if (typeof value === 'string') {
+          mediaParts += 1;
+          mediaBytes += Buffer.byteLength(JSON.stringify(value), 'utf8');
+          break;
+        }
+      }
+    } else if (type !== undefined && FILE_PART_TYPES.has(type)) {
       mediaParts += 1;
-      mediaBytes += Buffer.byteLength(JSON.stringify(record), 'utf8');
-      return;
+      fileBytes += Buffer.byteLength(JSON.stringify(record), 'utf8');
     }
     for (const value of Object.values(record)) visit(value, depth + 1);
   };
   visit(body, 0);
   const textBytes = Math.max(0, rawBodyBytes - mediaBytes);
-  return { tokens: textBytes + mediaParts * Math.max(IMAGE_PART_TOKENS, OTHER_PART_TOKENS), textBytes };
+  return { tokens: textBytes + fileBytes * (FILE_EXPANSION - 1) + mediaParts * Math.max(IMAGE_PART_TOKENS, OTHER_PART_TOKENS), textBytes };
 }
 
 /** The hold for one model: the most the request could cost on it, and its parts. */
@@ -124,11 +156,11 @@ export interface HoldSize {
  * maximum; with neither, `model_not_priceable`. The prompt is held at its upper bound, but never at
  * more tokens than the model's context window, since no provider bills a prompt beyond it.
  */
-export function sizeHold(model: PricedModel, body: Readonly<Record<string, unknown>>, bound: PromptBound): HoldSize {
+export function sizeHold(model: PricedModel, body: Readonly<Record<string, unknown>>, bound: PromptBound, family: EndpointFamily): HoldSize {
   if (model.inputRateThousandths === null || model.outputRateThousandths === null) {
     throw new SluiceError('model_not_priceable', `The model ${model.id} has no price on record right now; try again later.`);
   }
-  const caller = callerCeiling(body);
+  const caller = callerCeiling(body, family);
   const max = model.maxOutputTokens ?? undefined;
   const ceiling = caller === undefined ? max : max === undefined ? caller : Math.min(caller, max);
   if (ceiling === undefined) {

@@ -14,7 +14,12 @@ import type { EndpointFamily, TokenCounts } from '../shared/records';
 const LF_LF = Buffer.from('\n\n');
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
 const DONE = '[DONE]';
-const USAGE_NULL = ',"usage":null';
+/**
+ * The `"usage":null` member OpenAI adds to every chunk once usage is asked for, however spaced.
+ * Inside a JSON string a quote is escaped, so a comma, optional blanks and an unescaped quote can
+ * only be the member itself.
+ */
+const USAGE_NULL = /,[ \t\r\n]*"usage"[ \t\r\n]*:[ \t\r\n]*null(?=[ \t\r\n]*[,}])/g;
 const RESPONSE_END_TYPES: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 /** Token counts from an OpenAI-format usage object (chat or responses naming); undefined if absent. */
@@ -138,8 +143,11 @@ export class SseRelay {
    * may close right after `data: [DONE]\n`), so a truncated one is a fault, never forwarded.
    */
   end(): RelayStep {
-    const rest = this.flush();
-    if (rest === undefined || this.fault !== undefined || rest.toString('latin1').trim() === '') return { out: undefined };
+    const tail = this.flush();
+    if (tail === undefined || this.fault !== undefined || tail.toString('latin1').trim() === '') return { out: undefined };
+    // Whole again: what follows it (the usage comment, an error frame) must not join its last line.
+    const text = tail.toString('latin1');
+    const rest = Buffer.from(`${text.replace(/[\r\n]+$/, '')}${text.includes('\r\n') ? '\r\n\r\n' : '\n\n'}`, 'latin1');
     const kept = this.inspect(rest);
     if (kept === 'done') {
       this.ended = true;
@@ -155,10 +163,10 @@ export class SseRelay {
     if (fields.data === undefined) return frame; // a comment or keep-alive
     if (this.options.family === 'chat_completions') {
       if (fields.data.trim() === DONE) return 'done';
-      this.frames += 1;
       const parsed = parseObject(fields.data);
       if (parsed === undefined) return this.broke('malformed');
       if (parsed.error !== undefined && parsed.error !== null) return this.broke('provider_error');
+      this.frames += 1; // a fault produced nothing, so only good frames count
       const counts = readUsage(parsed.usage);
       if (counts !== undefined) {
         this.usage = counts;
@@ -166,12 +174,10 @@ export class SseRelay {
           return undefined; // the usage-only chunk Sluice asked for; the client did not
         }
       }
-      const text = frame.toString('latin1');
-      if (this.options.injectedUsage && text.includes(USAGE_NULL)) {
+      if (this.options.injectedUsage && parsed.usage === null) {
         // Asking for usage makes OpenAI add `"usage":null` to every chunk; strip it so the client
-        // gets the bytes it would have had without asking. Inside JSON strings a quote is escaped,
-        // so this exact run can only be the key itself.
-        return Buffer.from(text.split(USAGE_NULL).join(''), 'latin1');
+        // gets the bytes it would have had without asking.
+        return Buffer.from(frame.toString('latin1').replace(USAGE_NULL, ''), 'latin1');
       }
       return frame;
     }

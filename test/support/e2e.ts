@@ -69,18 +69,30 @@ export function responsesCounts(u: { input_tokens: number; output_tokens: number
 }
 
 /** The hold one model needs for a raw request body (SPEC's Limits), as the gateway sizes it. */
-export async function holdOn(stack: TestStack, id: string, rawBody: string): Promise<{ amountMicros: number; inputMicros: number }> {
+export async function holdOn(
+  stack: TestStack,
+  id: string,
+  rawBody: string,
+  family: 'chat_completions' | 'responses' = 'chat_completions',
+): Promise<{ amountMicros: number; inputMicros: number }> {
   const body = JSON.parse(rawBody) as Record<string, unknown>;
-  return sizeHold(await modelOf(stack, id), body, promptBound(Buffer.byteLength(rawBody), body));
+  return sizeHold(await modelOf(stack, id), body, promptBound(Buffer.byteLength(rawBody), body), family);
 }
 
 /**
  * The charge of a reply whose counts never arrived: the prompt's bound at the serving model's
  * input rate plus one output token per frame produced, never more than the hold.
  */
-export async function estimateOn(stack: TestStack, id: string, rawBody: string, frames: number, holdMicros: number): Promise<number> {
+export async function estimateOn(
+  stack: TestStack,
+  id: string,
+  rawBody: string,
+  frames: number,
+  holdMicros: number,
+  family: 'chat_completions' | 'responses' = 'chat_completions',
+): Promise<number> {
   const m = await modelOf(stack, id);
-  const { inputMicros } = await holdOn(stack, id, rawBody);
+  const { inputMicros } = await holdOn(stack, id, rawBody, family);
   return Math.min(holdMicros, inputMicros + costMicros(frames, m.outputRateThousandths ?? 0));
 }
 

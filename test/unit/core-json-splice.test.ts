@@ -93,11 +93,11 @@ describe('setTopLevel', () => {
       expectedText: '{\n  "model": "m","max_tokens":8}',
     },
     {
-      label: 'duplicate keys: the last is replaced, so the parsed value is the new one',
+      label: 'duplicate keys: every one is replaced, whichever a parser keeps',
       text: '{"model":"a","x":1,"model":"b"}',
       key: 'model',
       json: '"c"',
-      expectedText: '{"model":"a","x":1,"model":"c"}',
+      expectedText: '{"model":"c","x":1,"model":"c"}',
     },
     {
       label: 'replaces an object value with a longer one',

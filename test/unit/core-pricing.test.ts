@@ -2,6 +2,7 @@
 import { SluiceError } from '../../lambdas/core/errors';
 import {
   CONTEXT_BOUND_FACTOR,
+  FILE_EXPANSION,
   IMAGE_PART_TOKENS,
   OTHER_PART_TOKENS,
   callerCeiling,
@@ -88,7 +89,7 @@ describe('callerCeiling', () => {
     ['max_completion_tokens', { max_completion_tokens: 200 }, 200],
     ['both: larger wins (completion larger)', { max_tokens: 100, max_completion_tokens: 300 }, 300],
     ['both: larger wins (max_tokens larger)', { max_tokens: 400, max_completion_tokens: 300 }, 400],
-    ['responses max_output_tokens', { max_output_tokens: 77 }, 77],
+    ['max_output_tokens is not a chat ceiling', { max_output_tokens: 77 }, undefined],
     ['string', { max_tokens: '100' }, undefined],
     ['negative', { max_tokens: -5 }, undefined],
     ['zero', { max_tokens: 0 }, undefined],
@@ -104,7 +105,15 @@ describe('callerCeiling', () => {
     ['readable max_tokens, unreadable max_completion_tokens', { max_tokens: 60, max_completion_tokens: -1 }, 60],
     ['both unreadable', { max_tokens: 1.5, max_completion_tokens: '9' }, undefined],
   ])('%s', (_l, body, expected) => {
-    expect(callerCeiling(body)).toBe(expected);
+    expect(callerCeiling(body, 'chat_completions')).toBe(expected);
+  });
+
+  test.each<[string, Record<string, unknown>, number | undefined]>([
+    ['max_output_tokens', { max_output_tokens: 77 }, 77],
+    ['chat fields are not a responses ceiling', { max_tokens: 100, max_completion_tokens: 200 }, undefined],
+    ['unreadable', { max_output_tokens: '77' }, undefined],
+  ])('responses: %s', (_l, body, expected) => {
+    expect(callerCeiling(body, 'responses')).toBe(expected);
   });
 });
 
@@ -128,7 +137,7 @@ describe('sizeHold (SPEC Limits: output ceiling and credit hold)', () => {
     ['no model maximum: the caller figure', { maxOutputTokens: null }, { max_tokens: 300 }, 300],
   ])('%s', (_l, override, body, ceiling) => {
     const m = { ...model, ...override };
-    const hold = sizeHold(m, body, small);
+    const hold = sizeHold(m, body, small, 'chat_completions');
     expect(hold.outputCeilingTokens).toBe(ceiling);
     expect(hold.inputMicros).toBe(200); // 100 tokens × 2000 / 1000
     expect(hold.amountMicros).toBe(200 + ceiling * 8);
@@ -140,44 +149,44 @@ describe('sizeHold (SPEC Limits: output ceiling and credit hold)', () => {
     ['no input rate', { inputRateThousandths: null }, { max_tokens: 10 }],
     ['no output rate', { outputRateThousandths: null }, { max_tokens: 10 }],
   ])('%s → 503 model_not_priceable', (_l, override, body) => {
-    const e = refusal(() => sizeHold({ ...model, ...override }, body, small));
+    const e = refusal(() => sizeHold({ ...model, ...override }, body, small, 'chat_completions'));
     expect([e.status, e.code]).toEqual([503, 'model_not_priceable']);
   });
 
   test('the message says to send max_tokens when only the ceiling is missing', () => {
-    expect(refusal(() => sizeHold({ ...model, maxOutputTokens: null }, {}, small)).message).toContain('max_tokens');
+    expect(refusal(() => sizeHold({ ...model, maxOutputTokens: null }, {}, small, 'chat_completions')).message).toContain('max_tokens');
   });
 
   test('a missing cached-input rate does not stop pricing the hold', () => {
-    expect(sizeHold({ ...model, cachedInputRateThousandths: null }, {}, small).amountMicros).toBe(200 + 4000);
+    expect(sizeHold({ ...model, cachedInputRateThousandths: null }, {}, small, 'chat_completions').amountMicros).toBe(200 + 4000);
   });
 
   test('context_length_exceeded only past CONTEXT_BOUND_FACTOR × window, with param messages', () => {
     const limit = 1000 * CONTEXT_BOUND_FACTOR;
-    const atLimit = sizeHold(model, {}, { tokens: limit, textBytes: limit });
+    const atLimit = sizeHold(model, {}, { tokens: limit, textBytes: limit }, 'chat_completions');
     // The prompt is held at the window, never more.
     expect(atLimit.inputMicros).toBe(costMicros(1000, 2000));
-    const e = refusal(() => sizeHold(model, {}, { tokens: limit + 1, textBytes: limit + 1 }));
+    const e = refusal(() => sizeHold(model, {}, { tokens: limit + 1, textBytes: limit + 1 }, 'chat_completions'));
     expect([e.status, e.type, e.code, e.param]).toEqual([400, 'invalid_request_error', 'context_length_exceeded', 'messages']);
   });
 
   test('media allowance counts toward the hold but not toward the context refusal', () => {
     const bound: PromptBound = { tokens: 1000 * CONTEXT_BOUND_FACTOR + 6000, textBytes: 1000 * CONTEXT_BOUND_FACTOR };
-    expect(sizeHold(model, {}, bound).inputMicros).toBe(costMicros(1000, 2000));
+    expect(sizeHold(model, {}, bound, 'chat_completions').inputMicros).toBe(costMicros(1000, 2000));
   });
 
   test('the prompt is held at min(bound, window)', () => {
-    expect(sizeHold(model, {}, { tokens: 999, textBytes: 999 }).inputMicros).toBe(costMicros(999, 2000));
-    expect(sizeHold(model, {}, { tokens: 1001, textBytes: 1001 }).inputMicros).toBe(costMicros(1000, 2000));
+    expect(sizeHold(model, {}, { tokens: 999, textBytes: 999 }, 'chat_completions').inputMicros).toBe(costMicros(999, 2000));
+    expect(sizeHold(model, {}, { tokens: 1001, textBytes: 1001 }, 'chat_completions').inputMicros).toBe(costMicros(1000, 2000));
   });
 
   test('no context window: the bound as it is, and no context refusal', () => {
     const m = { ...model, contextWindowTokens: null };
-    expect(sizeHold(m, {}, { tokens: 5_000_000, textBytes: 5_000_000 }).inputMicros).toBe(costMicros(5_000_000, 2000));
+    expect(sizeHold(m, {}, { tokens: 5_000_000, textBytes: 5_000_000 }, 'chat_completions').inputMicros).toBe(costMicros(5_000_000, 2000));
   });
 
   test('pricing is decided before the context check', () => {
-    const e = refusal(() => sizeHold({ ...model, inputRateThousandths: null }, {}, { tokens: 10 ** 7, textBytes: 10 ** 7 }));
+    const e = refusal(() => sizeHold({ ...model, inputRateThousandths: null }, {}, { tokens: 10 ** 7, textBytes: 10 ** 7 }, 'chat_completions'));
     expect(e.code).toBe('model_not_priceable');
   });
 });
@@ -204,17 +213,42 @@ describe('promptBound', () => {
   test.each([
     ['chat image_url', { type: 'image_url', image_url: { url: 'data:x' } }],
     ['chat input_audio', { type: 'input_audio', input_audio: { data: 'QUJD', format: 'wav' } }],
-    ['chat file', { type: 'file', file: { file_data: 'QUJD', filename: 'a.pdf' } }],
     ['responses input_image', { type: 'input_image', image_url: 'data:x' }],
-    ['responses input_file', { type: 'input_file', file_data: 'QUJD', filename: 'a.pdf' }],
-  ])('%s: payload replaced by the allowance', (_l, part) => {
+  ])('%s: the payload string is replaced by the allowance, the rest of the part stays', (_l, part) => {
     const payload = 'Z'.repeat(100_000);
     const big = JSON.parse(JSON.stringify(part).replace(/QUJD|data:x/, payload)) as Record<string, unknown>;
     const raw = JSON.stringify({ model: 'p/m', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }, big] }] });
     const b = boundOf(raw);
-    expect(b.textBytes).toBe(bytes(raw) - bytes(JSON.stringify(big)));
+    expect(b.textBytes).toBe(bytes(raw) - bytes(JSON.stringify(payload)));
     expect(b.tokens).toBe(b.textBytes + Math.max(IMAGE_PART_TOKENS, OTHER_PART_TOKENS));
     expect(b.tokens).toBeLessThan(10_000);
+  });
+
+  test.each([
+    ['chat file', { type: 'file', file: { file_data: 'QUJD', filename: 'a.pdf' } }],
+    ['responses input_file', { type: 'input_file', file_data: 'QUJD', filename: 'a.pdf' }],
+  ])('%s: a file keeps its bytes, expanded (compressed PDF text grows), plus the allowance', (_l, part) => {
+    const payload = 'Z'.repeat(100_000);
+    const big = JSON.parse(JSON.stringify(part).replace('QUJD', payload)) as Record<string, unknown>;
+    const raw = JSON.stringify({ model: 'p/m', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }, big] }] });
+    const b = boundOf(raw);
+    expect(b.textBytes).toBe(bytes(raw));
+    expect(b.tokens).toBe(bytes(raw) + (FILE_EXPANSION - 1) * bytes(JSON.stringify(big)) + Math.max(IMAGE_PART_TOKENS, OTHER_PART_TOKENS));
+  });
+
+  test('text cannot hide inside a part that merely claims a media type', () => {
+    const text = 'w'.repeat(100_000);
+    const raw = JSON.stringify({ model: 'p/m', messages: [{ role: 'user', type: 'input_file', content: text }, { type: 'image_url', content: text }] });
+    const b = boundOf(raw);
+    expect(b.textBytes).toBe(bytes(raw));
+    expect(b.tokens).toBeGreaterThanOrEqual(2 * 100_000);
+  });
+
+  test('numbers spelled longer when re-serialised cannot shrink the text bound', () => {
+    const text = 't'.repeat(100_000);
+    const raw = `{"model":"p/m","messages":[{"role":"user","content":"${text}"},{"type":"image_url","image_url":{"url":"data:x","pad":[${Array(2000).fill('1e20').join(',')}]}}]}`;
+    const b = boundOf(raw);
+    expect(b.textBytes).toBeGreaterThanOrEqual(100_000);
   });
 
   test('nested parts: every media part counts once, wherever it sits', () => {
@@ -229,7 +263,7 @@ describe('promptBound', () => {
     });
     const b = boundOf(raw);
     expect(b.tokens - b.textBytes).toBe(3 * IMAGE_PART_TOKENS);
-    expect(b.textBytes).toBe(bytes(raw) - 3 * bytes(JSON.stringify(img)));
+    expect(b.textBytes).toBe(bytes(raw) - 3 * bytes(JSON.stringify(img.image_url.url)));
   });
 
   test('a raw body with whitespace keeps the whitespace as margin', () => {

@@ -110,7 +110,7 @@ describe('buildUpstreamBody: max_tokens (SPEC rewrite 2)', () => {
     const out = buildUpstreamBody(text, parsed, 'chat_completions', model(), needs);
     const sent = (JSON.parse(out.text) as { max_tokens: number }).max_tokens;
     expect(sent).toBe(4096);
-    const hold = sizeHold(model(), parsed, promptBound(Buffer.byteLength(text), parsed));
+    const hold = sizeHold(model(), parsed, promptBound(Buffer.byteLength(text), parsed), 'chat_completions');
     expect(hold.outputCeilingTokens).toBeGreaterThanOrEqual(sent);
   });
 });
