@@ -93,9 +93,9 @@ export interface ResetBehavior extends ReplyOptions {
 }
 
 /**
- * A pause, then a normal reply. Without `afterChunks` nothing at all is sent for `ms` (a slow
- * first byte); with it (streamed only), headers and `afterChunks` frames are sent first
- * (a stream that goes quiet). `ms` is capped at 2^31-1.
+ * A pause, then a normal reply. Without `afterChunks`, or for a non-streamed request, nothing at
+ * all is sent for `ms` (a slow first byte); with it on a stream, headers and `afterChunks` frames
+ * are sent first (a stream that goes quiet). `ms` is capped at 2^31-1.
  */
 export interface StallBehavior extends ReplyOptions {
   readonly kind: 'stall';

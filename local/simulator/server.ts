@@ -221,7 +221,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     }
     const reply: ReplyOptions = behavior;
     await sleep(reply.stallBeforeFirstByteMs ?? 0, signal);
-    if (behavior.kind === 'stall' && behavior.afterChunks === undefined) await sleep(behavior.ms, signal);
+    // A mid-stream stall has no middle to happen in when the reply is one body: stall up front.
+    const stallFirst = behavior.kind === 'stall' && (behavior.afterChunks === undefined || !completion.stream);
+    if (stallFirst) await sleep(behavior.ms, signal);
     if (signal.aborted) return;
     if (behavior.kind === 'reset' && (!completion.stream || behavior.beforeHeaders === true)) {
       res.socket?.destroy();
@@ -251,7 +253,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     res.flushHeaders();
     await nextTurn();
     const delay = reply.chunkDelayMs ?? defaultChunkDelay;
-    const faultAt = behavior.kind === 'ok' || (behavior.kind === 'stall' && behavior.afterChunks === undefined) ? -1 : behavior.afterChunks ?? -1;
+    const faultAt = behavior.kind === 'ok' || stallFirst ? -1 : behavior.afterChunks ?? -1;
 
     /** Applies the behavior's fault; true when the stream is over. */
     const fault = async (written: number): Promise<boolean> => {
