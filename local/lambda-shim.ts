@@ -33,13 +33,6 @@ export interface PreludeCapableStream extends Writable {
   _onBeforeFirstWrite?: BeforeFirstWrite;
 }
 
-/** The metadata a handler passes to `HttpResponseStream.from`. */
-export interface ResponsePrelude {
-  readonly statusCode?: number;
-  readonly headers?: Readonly<Record<string, string>>;
-  readonly cookies?: readonly string[];
-}
-
 /** Options `streamifyResponse` accepts in the runtime. */
 export interface StreamifyOptions {
   readonly highWaterMark?: number;

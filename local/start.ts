@@ -176,7 +176,8 @@ async function main(): Promise<void> {
   try {
     await startup;
   } catch (err) {
-    if (err instanceof StartupCancelled) return; // shutdown() is already running
+    // Cancelled by a signal: shutdown() is already running and says so.
+    if (err instanceof StartupCancelled || aborter.signal.aborted) return;
     warn(`start-up failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     await shutdown('start-up failed', 1);
   }
@@ -253,9 +254,6 @@ async function start(): Promise<void> {
   if (simulatorUrl === undefined) delete process.env[ENV.localUpstreamUrl];
   else process.env[ENV.localUpstreamUrl] = simulatorUrl;
 
-  const seed = await seedWorkspace(ops, ctx, doc);
-  checkCancelled();
-
   // The shim must be in place before the gateway module wraps itself in streamifyResponse.
   installLambdaShim();
   const gatewayModule = await import('../lambdas/gateway/handler');
@@ -321,6 +319,10 @@ async function start(): Promise<void> {
       await sweeping;
     },
   });
+
+  // Seeded last: a start that fails before this point never mints a key nobody was shown.
+  const seed = await seedWorkspace(ops, ctx, doc);
+  checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
   await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null });

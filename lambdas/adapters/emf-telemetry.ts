@@ -63,3 +63,25 @@ export class EmfTelemetry implements Telemetry {
 
 /** Telemetry that records nothing (tests, benchmarks). */
 export const silentTelemetry: Telemetry = { request: () => undefined, upstream: () => undefined, count: () => undefined };
+
+/**
+ * Local mode's telemetry: one short human line per request on stderr (status, model, timings,
+ * charge), the same metadata the EMF line carries and nothing more.
+ */
+export class ConsoleTelemetry implements Telemetry {
+  constructor(private readonly write: (line: string) => void = (line) => process.stderr.write(`${line}\n`)) {}
+
+  request(fields: Fields): void {
+    const parts = [
+      `[gateway] ${String(fields.status ?? '-')}`,
+      fields.code ? String(fields.code) : undefined,
+      fields.model ? String(fields.model) : undefined,
+      fields.servedBy && fields.servedBy !== fields.model ? `served by ${String(fields.servedBy)}` : undefined,
+      `${String(fields.durationMs ?? 0)} ms`,
+      typeof fields.firstByteMs === 'number' ? `first byte ${fields.firstByteMs} ms` : undefined,
+      typeof fields.chargeMicros === 'number' ? `charged ${fields.chargeMicros} µ` : undefined,
+      String(fields.requestId ?? ''),
+    ];
+    this.write(parts.filter((p) => p !== undefined).join('  '));
+  }
+}

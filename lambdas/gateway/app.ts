@@ -317,7 +317,7 @@ export class Gateway {
     try {
       for (const c of candidates) {
         if (c.byokSecret !== undefined) continue;
-        const s = sizeHold(c.model, body, bound);
+        const s = sizeHold(c.model, body, bound, family);
         if (size === undefined || s.amountMicros > size.amountMicros) size = s;
       }
     } catch (err) {

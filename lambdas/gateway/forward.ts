@@ -279,7 +279,7 @@ function charge(candidate: Candidate, counts: TokenCounts): number {
 function servingSize(args: ForwardArgs, candidate: Candidate): HoldSize | undefined {
   if (candidate.byokSecret !== undefined) return undefined;
   try {
-    return sizeHold(candidate.model, args.parsed, promptBound(Buffer.byteLength(args.body, 'utf8'), args.parsed));
+    return sizeHold(candidate.model, args.parsed, promptBound(Buffer.byteLength(args.body, 'utf8'), args.parsed), args.family);
   } catch {
     return args.holdSize;
   }

@@ -7,8 +7,10 @@ import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import { loadConfig } from '../shared/config';
 import { buildGateway, eventToRequest, lambdaSink, type AwsLambdaRuntime } from './wiring';
 
-const runtime = (globalThis as unknown as { awslambda?: AwsLambdaRuntime }).awslambda;
-if (runtime === undefined) throw new Error('The awslambda streaming runtime is missing (install the local shim first).');
+// The AWS SDK itself leaves an empty `globalThis.awslambda` behind, so check for the function.
+const found = (globalThis as unknown as { awslambda?: Partial<AwsLambdaRuntime> }).awslambda;
+if (typeof found?.streamifyResponse !== 'function') throw new Error('The awslambda streaming runtime is missing (install the local shim first).');
+const runtime = found as AwsLambdaRuntime;
 
 const config = loadConfig();
 const { gateway } = buildGateway(config, process.env);

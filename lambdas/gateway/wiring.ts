@@ -13,13 +13,13 @@ import { documentClient } from '../adapters/dynamo-client';
 import { DynamoCatalog } from '../adapters/dynamo-catalog';
 import { DynamoDirectory } from '../adapters/dynamo-directory';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
-import { EmfTelemetry } from '../adapters/emf-telemetry';
+import { ConsoleTelemetry, EmfTelemetry } from '../adapters/emf-telemetry';
 import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
 import type { RuntimeConfig } from '../shared/config';
 import { Gateway, type GatewayDeps, type GatewayRequest } from './app';
-import type { ResponseSink } from './ports';
+import type { ResponseSink, Telemetry } from './ports';
 
 /** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
 export interface Wiring {
@@ -35,7 +35,8 @@ export interface Wiring {
 export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, overrides: Partial<GatewayDeps> = {}): Wiring {
   const doc = documentClient(config);
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
-  const telemetry = overrides.telemetry ?? new EmfTelemetry(config.stage);
+  // Local mode prints a short line per request; deployed stages log EMF for CloudWatch.
+  const telemetry: Telemetry = overrides.telemetry ?? (config.stage === 'local' ? new ConsoleTelemetry() : new EmfTelemetry(config.stage));
   const ledger = new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => telemetry.count?.('TransactionConflicts', 1));
   const directory = new DynamoDirectory(doc, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);

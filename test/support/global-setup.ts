@@ -17,6 +17,7 @@ export const HANDLE_KEY = '__sluiceTestDynamoLocal';
 
 type Holder = { [HANDLE_KEY]?: DynamoLocal };
 
+/** Starts the run's DynamoDB Local (in memory) and publishes its endpoint and PID. */
 export default async function globalSetup(): Promise<void> {
   const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
   if (java.error !== undefined || java.status !== 0) {

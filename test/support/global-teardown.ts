@@ -4,6 +4,7 @@ import { HANDLE_KEY, TEST_PID_ENV } from './global-setup';
 
 type Holder = { [HANDLE_KEY]?: DynamoLocal };
 
+/** Stops the DynamoDB Local the global setup started; resolves once the process has exited. */
 export default async function globalTeardown(): Promise<void> {
   const holder = globalThis as Holder;
   const db = holder[HANDLE_KEY];

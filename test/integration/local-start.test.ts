@@ -1,0 +1,154 @@
+/**
+ * `npm start` end to end: the real start script in a child process (its own data folders), the
+ * official openai client against it, then Ctrl-C, and a second start on the same data.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import OpenAI from 'openai';
+import { isAlive, isDynamoLocalProcess } from '../../local/dynamo-local';
+import { freePort } from '../../local/free-port';
+import { makeDynamoClient } from '../../local/tables';
+
+const REPO = resolve(__dirname, '../..');
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  readonly exited: Promise<number | null>;
+}
+
+function startLocal(home: string, port: number): Run {
+  const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_HOME: home, PORT: String(port) };
+  // Provider keys would switch the simulator off; this test wants it.
+  for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE') delete env[name];
+  // Its own process group, so the test can send Ctrl-C the way a terminal does.
+  const child = spawn(join(REPO, 'node_modules', '.bin', 'tsx'), ['local/start.ts'], {
+    cwd: REPO,
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  child.stdout?.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (text += d.toString()));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  return { child, output: () => text, exited };
+}
+
+async function waitFor(run: Run, marker: string, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!run.output().includes(marker)) {
+    if (run.child.exitCode !== null) throw new Error(`npm start exited early:\n${run.output()}`);
+    if (Date.now() > deadline) throw new Error(`no "${marker}" within ${ms} ms:\n${run.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function interrupt(run: Run): void {
+  if (run.child.pid !== undefined && run.child.exitCode === null) process.kill(-run.child.pid, 'SIGINT');
+}
+
+interface StateFile {
+  endpoint: string;
+  tablePrefix: string;
+  gatewayUrl: string;
+  simulatorUrl: string;
+  pids: { start: number; dynamodb: number };
+}
+
+describe('npm start', () => {
+  let home: string;
+  const runs: Run[] = [];
+  let dynamoPids: number[] = [];
+
+  beforeAll(async () => {
+    home = await mkdtemp(join(tmpdir(), 'sluice-start-'));
+  });
+  afterAll(async () => {
+    // Whatever a failed assertion left running: the start script's group, then its database,
+    // each by its own id (the database's checked to still be DynamoDB Local).
+    for (const run of runs) {
+      if (run.child.pid !== undefined && run.child.exitCode === null) {
+        process.kill(-run.child.pid, 'SIGKILL');
+        await run.exited;
+      }
+    }
+    for (const pid of dynamoPids) if (isDynamoLocalProcess(pid)) process.kill(pid, 'SIGKILL');
+    await rm(home, { recursive: true, force: true });
+  });
+
+  it('serves the gateway, aggregates usage, stops cleanly on Ctrl-C, and keeps its data', async () => {
+    const port = await freePort('127.0.0.1');
+    const first = startLocal(home, port);
+    runs.push(first);
+    await waitFor(first, 'Ctrl-C stops everything', 150_000);
+
+    const state = JSON.parse(readFileSync(join(home, '.sluice', 'local.json'), 'utf8')) as StateFile;
+    dynamoPids.push(state.pids.dynamodb);
+    expect(state).toMatchObject({
+      tablePrefix: 'sluice-local-',
+      gatewayUrl: `http://127.0.0.1:${port}/v1`,
+      pids: { start: expect.any(Number), dynamodb: expect.any(Number) },
+    });
+    expect(isDynamoLocalProcess(state.pids.dynamodb)).toBe(true);
+    const seed = JSON.parse(readFileSync(join(home, '.sluice', 'seed.json'), 'utf8')) as Record<string, unknown>;
+    expect(Object.keys(seed)).toEqual(['workspaceId']); // never the raw key
+
+    const rawKey = /API key\s+(slc_\S+)/.exec(first.output())?.[1];
+    expect(rawKey).toBeDefined();
+    const client = new OpenAI({ baseURL: state.gatewayUrl, apiKey: rawKey, maxRetries: 0 });
+    const reply = await client.chat.completions.create({
+      model: 'local/sim-small',
+      messages: [{ role: 'user', content: 'Hello' }],
+    });
+    expect(reply.choices[0]?.message.content).toEqual(expect.any(String));
+    const stream = await client.chat.completions.create({
+      model: 'local/sim-small',
+      messages: [{ role: 'user', content: 'Hello' }],
+      stream: true,
+    });
+    let streamed = '';
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta.content ?? '';
+    expect(streamed.length).toBeGreaterThan(0);
+
+    // The usage rows reach the aggregator through the polled stream.
+    const db = makeDynamoClient(state.endpoint);
+    try {
+      const doc = DynamoDBDocumentClient.from(db);
+      const deadline = Date.now() + 20_000;
+      let rollups = 0;
+      while (rollups === 0 && Date.now() < deadline) {
+        rollups = (await doc.send(new ScanCommand({ TableName: 'sluice-local-rollups', Select: 'COUNT' }))).Count ?? 0;
+        if (rollups === 0) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(rollups).toBeGreaterThan(0);
+    } finally {
+      db.destroy();
+    }
+
+    interrupt(first);
+    expect(await first.exited).toBe(0);
+    expect(isAlive(state.pids.dynamodb)).toBe(false);
+    expect(existsSync(join(home, '.sluice', 'local.json'))).toBe(false);
+
+    // Second start, same data: no new key is printed, the first one still works.
+    const second = startLocal(home, port);
+    runs.push(second);
+    await waitFor(second, 'Ctrl-C stops everything', 150_000);
+    const state2 = JSON.parse(readFileSync(join(home, '.sluice', 'local.json'), 'utf8')) as StateFile;
+    dynamoPids.push(state2.pids.dynamodb);
+    expect(second.output()).toContain(`key create --workspace ${String(seed.workspaceId)}`);
+    expect(second.output()).not.toMatch(/API key\s+slc_/);
+    const again = await new OpenAI({ baseURL: state2.gatewayUrl, apiKey: rawKey, maxRetries: 0 }).models.list();
+    expect(again.data.length).toBeGreaterThan(0);
+
+    interrupt(second);
+    expect(await second.exited).toBe(0);
+    expect(isAlive(state2.pids.dynamodb)).toBe(false);
+    dynamoPids = [];
+  }, 360_000);
+});
