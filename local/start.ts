@@ -25,6 +25,9 @@ import { installLambdaShim, makeLambdaContext } from './lambda-shim';
 import { startStreamPoller } from './stream-poller';
 import { ensureTables, makeDynamoClient } from './tables';
 
+// The SDK's notice that it will need Node 22 says nothing a local user can act on.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 const REPO_ROOT = resolve(__dirname, '..');
 const HOME = resolve(process.env.SLUICE_LOCAL_HOME || REPO_ROOT);
 const DATA_DIR = join(HOME, '.dynamodb');

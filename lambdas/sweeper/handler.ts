@@ -23,6 +23,8 @@ const doc = documentClient(config);
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
 let conflicts = 0;
 const deps: SweepDeps = {
+  // Local mode reports sweeps on its own console line; EMF is for CloudWatch.
+  ...(config.stage === 'local' ? { writeLine: () => undefined } : {}),
   doc,
   holdsTable: t('holds'),
   ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => {

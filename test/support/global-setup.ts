@@ -19,6 +19,8 @@ type Holder = { [HANDLE_KEY]?: DynamoLocal };
 
 /** Starts the run's DynamoDB Local (in memory) and publishes its endpoint and PID. */
 export default async function globalSetup(): Promise<void> {
+  // Workers inherit this: the SDK's notice that it will need Node 22 is noise in every suite.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
   if (java.error !== undefined || java.status !== 0) {
     throw new Error(
