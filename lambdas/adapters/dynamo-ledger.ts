@@ -319,7 +319,7 @@ export class DynamoLedger implements Ledger {
   async settle(given: HoldRecord, settlement: Settlement): Promise<boolean> {
     let hold = given;
     const pk = `WS#${hold.workspaceId}`;
-    let chargeMicros = hold.byok ? 0 : settlement.chargeMicros;
+    let chargeMicros = hold.byok || settlement.byok === true ? 0 : settlement.chargeMicros;
     let uncollectedMicros = 0;
     let lastError: unknown;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
@@ -388,7 +388,7 @@ export class DynamoLedger implements Ledger {
       ...(s.servedBy !== undefined ? { servedBy: s.servedBy } : {}),
       ...(s.provider !== undefined ? { provider: s.provider } : {}),
       stream: s.stream,
-      byok: hold.byok,
+      byok: s.byok ?? hold.byok,
       status: s.status,
       outcome: s.outcome,
       inputTokens: counts.inputTokens,

@@ -312,17 +312,27 @@ export class Gateway {
     if (caller.workspace.paused) return refuse(pausedError());
 
     // 9. Pricing and the ceiling: the hold covers the most expensive candidate.
+    // A route drops a member it cannot price (no maximum output and no ceiling sent, a prompt
+    // too large for its window) and is refused only when no member is left.
     const bound = promptBound(req.body.length, body);
     let size: HoldSize | undefined;
-    try {
-      for (const c of candidates) {
-        if (c.byokSecret !== undefined) continue;
+    let unpriced: SluiceError | undefined;
+    const priced: Candidate[] = [];
+    for (const c of candidates) {
+      if (c.byokSecret !== undefined) {
+        priced.push(c);
+        continue;
+      }
+      try {
         const s = sizeHold(c.model, body, bound, family);
         if (size === undefined || s.amountMicros > size.amountMicros) size = s;
+        priced.push(c);
+      } catch (err) {
+        if (!(err instanceof SluiceError)) throw err;
+        unpriced ??= err;
       }
-    } catch (err) {
-      return refuse(err as SluiceError);
     }
+    if (priced.length === 0) return refuse(unpriced ?? new SluiceError('model_not_priceable', 'No model of this route can be priced right now.'));
     const byok = size === undefined;
 
     // 10. Admission: one transaction over balance, hold and every limit window.
@@ -337,7 +347,7 @@ export class Gateway {
       family,
       requestedModel: ref.id,
       route: resolution.route,
-      candidates,
+      candidates: priced,
       hold: admitted.hold,
       holdSize: size,
       limits,

@@ -490,6 +490,7 @@ async function settle(args: ForwardArgs, s: SettleArgs): Promise<void> {
       chargeMicros: s.chargeMicros,
       servedBy: s.candidate?.model.id,
       provider: s.candidate?.provider.name,
+      ...(s.candidate !== undefined ? { byok: s.candidate.byokSecret !== undefined } : {}),
       stream: s.stream,
       status: s.status,
       outcome: s.outcome,

@@ -82,6 +82,8 @@ export type AdmitOutcome = { readonly admitted: true; readonly hold: HoldRecord 
 /** How a request ended, for settlement and its usage row. */
 export interface Settlement {
   readonly counts: TokenCounts | undefined;
+  /** The request was served on the workspace's own key (a route's hold may say otherwise). */
+  readonly byok?: boolean;
   readonly chargeMicros: number;
   readonly servedBy?: string;
   readonly provider?: string;

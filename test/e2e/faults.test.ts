@@ -8,6 +8,7 @@
  */
 import { APIError } from 'openai';
 import { createProfile } from '../../cli/ops';
+import type { Behavior } from '../../local/simulator';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import {
   addToCatalog,
@@ -195,12 +196,12 @@ describe('with the default limits', () => {
   });
 
   describe('a stream that breaks part way ends with one in-band error frame and is charged for what it produced', () => {
-    it.each<[string, Record<string, unknown>, number]>([
+    it.each<[string, Behavior, number]>([
       ['an upstream reset', { kind: 'reset', afterChunks: 4 }, 4],
       ['a frame that is not JSON', { kind: 'malformed', afterChunks: 3 }, 3],
       ["the provider's own in-band error", { kind: 'stream-error', afterChunks: 2, message: 'The server had an error while processing your request (upstream-host-9).' }, 2],
     ])('%s', async (_label, behavior, goodFrames) => {
-      stack.sim.script('sim-small', [behavior as never]);
+      stack.sim.script('sim-small', [behavior]);
       const before = await stack.balance();
       const raw = chatBody('local/sim-small', { stream: true });
       const res = await rawPost(stack, '/chat/completions', raw);

@@ -119,6 +119,20 @@ describe('profile fallback', () => {
     expectInvariant(after);
   });
 
+  it('drops a member it cannot price and serves with the rest; refuses only when none is left', async () => {
+    const slug = await profile('skip-unpriced', ['local/sim-no-max', 'local/sim-small']);
+    const { response } = await stack.client().chat.completions.create({ model: slug, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    expect(response.headers.get('x-sluice-served-by')).toBe('local/sim-small');
+    expect(chatCalls(stack.sim).map((c) => c.model)).toEqual(['sim-small']);
+    const only = await profile('only-unpriced', ['local/sim-no-max']);
+    await expect(stack.client().chat.completions.create({ model: only, messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+      status: 503,
+      code: 'model_not_priceable',
+    });
+    await stack.settled();
+    expectInvariant(await stack.balance());
+  });
+
   it("ends on a provider's 400-series refusal of the request, relayed, without trying the next model or charging", async () => {
     const slug = await profile('refusal-ends', ['local/sim-small', 'local/sim-large']);
     stack.sim.script('sim-small', [{ kind: 'error', status: 400, param: 'temperature', message: "Unsupported value: 'temperature' does not support 3 with this model." }]);
