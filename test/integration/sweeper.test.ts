@@ -211,7 +211,8 @@ describe('sweep', () => {
     await createBalance(ws);
     const t0 = Date.now();
     await admit(ws, { holdId: 'req_handler', amountMicros: 2_000_000, inputMicros: 300_000, now: t0 - MINUTE, expiresAt: t0 - 1 });
-    const vars = { SLUICE_STAGE: 'local', SLUICE_TABLE_PREFIX: db.prefix, SLUICE_DYNAMODB_ENDPOINT: db.endpoint };
+    // A deployed stage's name: local mode keeps the EMF line off the console.
+    const vars = { SLUICE_STAGE: 'dev', SLUICE_TABLE_PREFIX: db.prefix, SLUICE_DYNAMODB_ENDPOINT: db.endpoint };
     const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
     Object.assign(process.env, vars);
     const written: string[] = [];
