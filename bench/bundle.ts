@@ -2,11 +2,11 @@
  * Bundles for the benchmark, built with the repository's esbuild into a temporary folder:
  * - the gateway handler exactly as the CDK builds it (minified, source map without sources,
  *   node22, CommonJS, `@aws-sdk/*` external), for its size and its module-init time;
- * - the benchmark's gateway process and the simulator, so that neither runs under a
+ * - the benchmark's gateway process, the bare relay and the simulator, so that none runs under a
  *   TypeScript loader while it is being measured (not minified, so a CPU profile reads well).
  */
 import { execFile } from 'node:child_process';
-import { statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { build } from 'esbuild';
 import { summarize, type Summary } from './stats';
@@ -21,6 +21,7 @@ export interface Bundles {
   readonly handlerMapBytes: number;
   readonly shim: string;
   readonly gatewayServer: string;
+  readonly bareRelay: string;
   readonly simulator: string;
 }
 
@@ -29,6 +30,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
   const shim = path.join(dir, 'shim.js');
   const gatewayServer = path.join(dir, 'gateway-server.js');
   const simulator = path.join(dir, 'simulator.js');
+  const bareRelay = path.join(dir, 'bare-relay.js');
   const common = { bundle: true, platform: 'node', format: 'cjs', logLevel: 'error', absWorkingDir: REPO_ROOT } as const;
   await Promise.all([
     // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* external.
@@ -52,6 +54,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
       external: ['@aws-sdk/*'],
     }),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'local/simulator/main.ts')], outfile: simulator, target: 'node20' }),
+    build({ ...common, entryPoints: [path.join(REPO_ROOT, 'bench/bare-relay.ts')], outfile: bareRelay, target: 'node20' }),
   ]);
   return {
     dir,
@@ -60,6 +63,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
     handlerMapBytes: statSync(`${handler}.map`).size,
     shim,
     gatewayServer,
+    bareRelay,
     simulator,
   };
 }
@@ -78,6 +82,10 @@ export function bundleEnv(extra: Readonly<Record<string, string>>): NodeJS.Proce
 export interface InitResult {
   /** `require()` of the handler bundle, the shim already installed, ms. */
   readonly requireMs: Summary;
+  /** `require()` of only the external `@aws-sdk/*` packages the bundle loads, ms: their share of the above. */
+  readonly sdkRequireMs: Summary;
+  /** The external packages the bundle requires. */
+  readonly sdkPackages: readonly string[];
   /** From the process's time origin to the handler being loaded, ms. */
   readonly sinceStartMs: Summary;
   readonly runs: number;
@@ -94,9 +102,18 @@ process.stdout.write(JSON.stringify({ requireMs: t1 - t0, sinceStartMs: t1 }));
 process.exit(0);
 `;
 
-function runProbe(probe: string, bundles: Bundles, env: NodeJS.ProcessEnv): Promise<{ requireMs: number; sinceStartMs: number }> {
+const SDK_PROBE = `'use strict';
+const { performance } = require('node:perf_hooks');
+const t0 = performance.now();
+for (const name of process.argv.slice(2)) require(name);
+const t1 = performance.now();
+process.stdout.write(JSON.stringify({ requireMs: t1 - t0, sinceStartMs: t1 }));
+process.exit(0);
+`;
+
+function runProbe(probe: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ requireMs: number; sinceStartMs: number }> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [probe, bundles.shim, bundles.handler], { env, timeout: 20_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [probe, ...args], { env, timeout: 20_000 }, (err, stdout, stderr) => {
       if (err !== null) {
         reject(new Error(`module-init probe failed: ${err.message}\n${stderr}`));
         return;
@@ -114,6 +131,10 @@ function runProbe(probe: string, bundles: Bundles, env: NodeJS.ProcessEnv): Prom
 export async function measureModuleInit(bundles: Bundles, runs: number): Promise<InitResult> {
   const probe = path.join(bundles.dir, 'init-probe.js');
   writeFileSync(probe, PROBE);
+  const sdkProbe = path.join(bundles.dir, 'sdk-probe.js');
+  writeFileSync(sdkProbe, SDK_PROBE);
+  // The bundle's own external requires, read from the bundle, so the list cannot drift.
+  const sdkPackages = [...new Set([...readFileSync(bundles.handler, 'utf8').matchAll(/require\("(@aws-sdk\/[^"]+)"\)/g)].map((m) => m[1] as string))].sort();
   const env = bundleEnv({
     NODE_OPTIONS: '--enable-source-maps',
     SLUICE_STAGE: 'dev',
@@ -122,13 +143,18 @@ export async function measureModuleInit(bundles: Bundles, runs: number): Promise
     AWS_ACCESS_KEY_ID: 'bench',
     AWS_SECRET_ACCESS_KEY: 'bench',
   });
-  await runProbe(probe, bundles, env);
+  const handlerArgs = [bundles.shim, bundles.handler];
+  await runProbe(probe, handlerArgs, env);
+  await runProbe(sdkProbe, sdkPackages, env);
   const requireMs: number[] = [];
   const sinceStartMs: number[] = [];
+  const sdkRequireMs: number[] = [];
   for (let i = 0; i < runs; i += 1) {
-    const r = await runProbe(probe, bundles, env);
+    // Alternating, so both meet the same machine.
+    const r = await runProbe(probe, handlerArgs, env);
     requireMs.push(r.requireMs);
     sinceStartMs.push(r.sinceStartMs);
+    sdkRequireMs.push((await runProbe(sdkProbe, sdkPackages, env)).requireMs);
   }
-  return { requireMs: summarize(requireMs), sinceStartMs: summarize(sinceStartMs), runs };
+  return { requireMs: summarize(requireMs), sdkRequireMs: summarize(sdkRequireMs), sdkPackages, sinceStartMs: summarize(sinceStartMs), runs };
 }

@@ -20,7 +20,7 @@ export interface Panel {
 
 const W = 460;
 const H = 300;
-const M = { left: 52, right: 14, top: 30, bottom: 40 };
+const M = { left: 52, right: 14, top: 60, bottom: 40 };
 const POINTS = 240;
 
 function esc(text: string): string {
@@ -47,7 +47,9 @@ function panelSvg(panel: Panel, ox: number, oy: number): string {
   const all = panel.series.flatMap((s) => s.samples).filter((v) => v > 0 && Number.isFinite(v));
   if (all.length === 0) return '';
   const sortedAll = sortedCopy(all);
-  const lo = Math.max(1e-3, (sortedAll[0] as number) * 0.9);
+  // The lowest half percent is left off the axis (clamped to its edge), so one near-zero sample
+  // (two frames in one read) does not squeeze the rest of a log axis.
+  const lo = Math.max(1e-2, quantile(sortedAll, 0.005) * 0.8);
   const hi = (sortedAll[sortedAll.length - 1] as number) * 1.1;
   const lx = (v: number): number => ox + M.left + ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * (W - M.left - M.right);
   const ly = (q: number): number => oy + H - M.bottom - q * (H - M.top - M.bottom);
@@ -74,9 +76,11 @@ function panelSvg(panel: Panel, ox: number, oy: number): string {
       pts.push(`${lx(quantile(sorted, q)).toFixed(1)},${ly(q).toFixed(1)}`);
     }
     parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="1.8"${s.dashed === true ? ' stroke-dasharray="5,3"' : ''} points="${pts.join(' ')}"/>`);
-    const ly0 = oy + M.top + 14 + i * 14;
-    parts.push(`<line x1="${ox + M.left + 8}" y1="${ly0 - 4}" x2="${ox + M.left + 26}" y2="${ly0 - 4}" stroke="${s.color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="5,3"' : ''}/>`);
-    parts.push(`<text x="${ox + M.left + 30}" y="${ly0}" font-size="10">${esc(`${s.label} (n=${sorted.length})`)}</text>`);
+    // The legend sits between the title and the plot, two entries a row, clear of every line.
+    const lx0 = ox + M.left + (i % 2) * 200;
+    const ly0 = oy + 36 + Math.floor(i / 2) * 13;
+    parts.push(`<line x1="${lx0}" y1="${ly0 - 4}" x2="${lx0 + 18}" y2="${ly0 - 4}" stroke="${s.color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="5,3"' : ''}/>`);
+    parts.push(`<text x="${lx0 + 22}" y="${ly0}" font-size="10">${esc(`${s.label} (n=${sorted.length})`)}</text>`);
   });
   return parts.join('\n');
 }

@@ -4,21 +4,43 @@
  * shim, exactly as local mode serves it. Configuration comes from the environment; the parent
  * talks to it over Node IPC only (see `protocol.ts`), never through the gateway's HTTP surface.
  *
- * The one addition is instrumentation around the response sink: the DynamoDB round-trip counters
- * of the adapters are read at the first byte written, at the end of the reply, and after the
- * invocation returns (settlement done), so the benchmark can say which round trips a client
- * waits for and which come after its reply.
+ * Telemetry is the deployed stages' (EMF lines on stdout), not local mode's console lines.
+ *
+ * The one addition is instrumentation: the DynamoDB round-trip counters of the adapters are read
+ * at the first byte written, at the end of the reply, and after the invocation returns
+ * (settlement done), so the benchmark can say which round trips a client waits for and which
+ * come after its reply; and the admission call and the upstream call are timed by wrapping the
+ * adapters' methods, so the added latency can be taken apart. Recording is for sequential
+ * phases only (one invocation at a time).
  */
+import { performance } from 'node:perf_hooks';
 import type { Writable } from 'node:stream';
 import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
+import { EmfTelemetry } from '../lambdas/adapters/emf-telemetry';
 import type { ResponseSink } from '../lambdas/gateway/ports';
 import { buildGateway, eventToRequest, lambdaSink, type AwsLambdaRuntime } from '../lambdas/gateway/wiring';
 import { loadConfig } from '../lambdas/shared/config';
 import { serveLambda, type StreamingHandler } from '../local/http-server';
 import { installLambdaShim } from '../local/lambda-shim';
-import type { FromGateway, GatewayStats, ToGateway, TripSample } from './protocol';
+import type { FromGateway, GatewayStats, Phases, ToGateway, TripSample } from './protocol';
 
 const PEAK_SAMPLE_MS = 10;
+
+/** The points of an invocation's timeline, -1 until reached. */
+const MARKS = { start: -1, admitStart: -1, admitEnd: -1, upstreamStart: -1, upstreamHeaders: -1, firstByte: -1, end: -1, done: -1 };
+
+function phasesOf(m: Record<keyof typeof MARKS, number> | undefined): Phases {
+  const span = (a: number | undefined, b: number | undefined): number => (a === undefined || b === undefined || a < 0 || b < 0 ? -1 : b - a);
+  return {
+    beforeAdmit: span(m?.start, m?.admitStart),
+    admit: span(m?.admitStart, m?.admitEnd),
+    beforeUpstream: span(m?.admitEnd, m?.upstreamStart),
+    upstream: span(m?.upstreamStart, m?.upstreamHeaders),
+    toFirstByte: span(m?.upstreamHeaders, m?.firstByte),
+    toEnd: span(m?.firstByte, m?.end),
+    settle: span(m?.end, m?.done),
+  };
+}
 
 function send(message: FromGateway): void {
   process.send?.(message);
@@ -28,16 +50,41 @@ async function main(): Promise<void> {
   if (process.send === undefined) throw new Error('bench/gateway-server runs as a child of the benchmark (IPC channel missing)');
   const runtime = installLambdaShim() as unknown as AwsLambdaRuntime;
   const config = loadConfig(process.env);
-  const wiring = buildGateway(config, process.env);
+  const wiring = buildGateway(config, process.env, { telemetry: new EmfTelemetry(config.stage) });
   const lookups = (): number => wiring.directory.roundTrips + wiring.catalog.roundTrips;
 
   let recording = false;
   let samples: TripSample[] = [];
+  /** Timeline of the invocation being recorded (sequential phases only). */
+  let marks: Record<keyof typeof MARKS, number> | undefined;
+  const mark = (name: keyof typeof MARKS): void => {
+    if (marks !== undefined && marks[name] < 0) marks[name] = performance.now();
+  };
+  const ledger = wiring.ledger;
+  const admit = ledger.admit.bind(ledger);
+  ledger.admit = async (request) => {
+    mark('admitStart');
+    try {
+      return await admit(request);
+    } finally {
+      mark('admitEnd');
+    }
+  };
+  const upstream = wiring.upstream;
+  const upstreamSend = upstream.send.bind(upstream);
+  upstream.send = async (request) => {
+    mark('upstreamStart');
+    const response = await upstreamSend(request);
+    mark('upstreamHeaders');
+    return response;
+  };
   let inflight = 0;
   let served = 0;
 
   const handler = runtime.streamifyResponse(async (event: APIGatewayProxyEventV2, responseStream: Writable, context: Context) => {
     inflight += 1;
+    if (recording) marks = { ...MARKS, start: performance.now() };
+    const sentAt = Number(event.headers?.['x-bench-sent'] ?? Number.NaN);
     const ledger0 = wiring.ledger.roundTrips;
     const lookups0 = lookups();
     const inner = lambdaSink(runtime, responseStream);
@@ -61,10 +108,13 @@ async function main(): Promise<void> {
         inner.start(s, headers);
       },
       write(chunk) {
+        mark('firstByte');
         firstByte();
         return inner.write(chunk);
       },
       end() {
+        mark('firstByte');
+        mark('end');
         firstByte();
         atEnd = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
         return inner.end();
@@ -76,10 +126,25 @@ async function main(): Promise<void> {
       inflight -= 1;
       served += 1;
       if (recording && ledgerBefore >= 0) {
+        mark('done');
         const total = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
         const before = ledgerBefore + lookupsBefore;
-        samples.push({ ledgerBefore, lookupsBefore, during: atEnd - before, after: total - atEnd, stream, status });
+        const epoch = (t: number | undefined): number => (t === undefined || t < 0 ? -1 : performance.timeOrigin + t);
+        samples.push({
+          ledgerBefore,
+          lookupsBefore,
+          during: atEnd - before,
+          after: total - atEnd,
+          stream,
+          status,
+          phases: phasesOf(marks),
+          sentAt,
+          startAt: epoch(marks?.start),
+          firstByteAt: epoch(marks?.firstByte),
+          endAt: epoch(marks?.end),
+        });
       }
+      marks = undefined;
     }
   });
   const server = await serveLambda({ handler: handler as unknown as StreamingHandler, log: (m) => process.stderr.write(`${m}\n`) });

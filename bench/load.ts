@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 
 /** One side of a comparison: where to send and how. */
 export interface Target {
-  readonly name: 'gateway' | 'direct';
+  readonly name: 'gateway' | 'direct' | 'relay';
   readonly host: string;
   readonly port: number;
   /** Path of the chat endpoint, e.g. `/v1/chat/completions`. */
@@ -19,6 +19,11 @@ export interface Target {
 /** What one non-streamed exchange took, in milliseconds from the request's start. */
 export interface Timing {
   readonly status: number;
+  /**
+   * When the request was sent, as epoch milliseconds with sub-millisecond precision; also sent
+   * as the `x-bench-sent` header, so a process on this machine can time the hop to it.
+   */
+  readonly sentAt: number;
   /** First body byte. */
   readonly ttfbMs: number;
   readonly totalMs: number;
@@ -52,7 +57,16 @@ class RequestTimeoutError extends Error {
   override readonly name = 'RequestTimeoutError';
 }
 
-function open(target: Target, body: Buffer, headers: Readonly<Record<string, string>>, timeoutMs: number, onResponse: (res: http.IncomingMessage, start: number, done: (err?: Error) => void) => void): Promise<void> {
+/** The header carrying {@link Timing.sentAt}. */
+export const SENT_HEADER = 'x-bench-sent';
+
+function open(
+  target: Target,
+  body: Buffer,
+  headers: Readonly<Record<string, string>>,
+  timeoutMs: number,
+  onResponse: (res: http.IncomingMessage, start: number, sentAt: number, done: (err?: Error) => void) => void,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let settled = false;
     const finish = (err?: Error): void => {
@@ -63,6 +77,7 @@ function open(target: Target, body: Buffer, headers: Readonly<Record<string, str
       else reject(err);
     };
     const start = performance.now();
+    const sentAt = performance.timeOrigin + start;
     const req = http.request(
       {
         host: target.host,
@@ -70,9 +85,9 @@ function open(target: Target, body: Buffer, headers: Readonly<Record<string, str
         path: target.path,
         method: 'POST',
         agent: target.agent,
-        headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers },
+        headers: { 'content-type': 'application/json', 'content-length': String(body.length), [SENT_HEADER]: sentAt.toFixed(3), ...headers },
       },
-      (res) => onResponse(res, start, finish),
+      (res) => onResponse(res, start, sentAt, finish),
     );
     const timer = setTimeout(() => {
       req.destroy(new RequestTimeoutError(`${target.name} request timed out after ${timeoutMs} ms`));
@@ -86,7 +101,7 @@ function open(target: Target, body: Buffer, headers: Readonly<Record<string, str
 /** One non-streamed POST, read to its end. */
 export async function post(target: Target, body: Buffer, headers: Readonly<Record<string, string>>, timeoutMs = 30_000): Promise<Timing> {
   let timing: Timing | undefined;
-  await open(target, body, headers, timeoutMs, (res, start, done) => {
+  await open(target, body, headers, timeoutMs, (res, start, sentAt, done) => {
     let ttfbMs = -1;
     let bytes = 0;
     res.on('data', (chunk: Buffer) => {
@@ -95,7 +110,7 @@ export async function post(target: Target, body: Buffer, headers: Readonly<Recor
     });
     res.on('end', () => {
       const totalMs = performance.now() - start;
-      timing = { status: res.statusCode ?? 0, ttfbMs: ttfbMs < 0 ? totalMs : ttfbMs, totalMs, bytes };
+      timing = { status: res.statusCode ?? 0, sentAt, ttfbMs: ttfbMs < 0 ? totalMs : ttfbMs, totalMs, bytes };
       done();
     });
     res.on('error', (err) => done(err));
@@ -121,7 +136,7 @@ export async function postStream(
 ): Promise<StreamTiming> {
   const keepTimes = options.keepTimes ?? true;
   let timing: StreamTiming | undefined;
-  await open(target, body, headers, options.timeoutMs ?? 60_000, (res, start, done) => {
+  await open(target, body, headers, options.timeoutMs ?? 60_000, (res, start, sentAt, done) => {
     let ttfbMs = -1;
     let bytes = 0;
     let pending: Buffer = Buffer.alloc(0);
@@ -159,6 +174,7 @@ export async function postStream(
       const totalMs = performance.now() - start;
       timing = {
         status: res.statusCode ?? 0,
+        sentAt,
         ttfbMs: ttfbMs < 0 ? totalMs : ttfbMs,
         totalMs,
         bytes,

@@ -49,6 +49,7 @@ export async function startSimulatorProcess(bundle: string, env: NodeJS.ProcessE
   child.stderr?.on('data', (c: Buffer) => tail.push(c));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
+    child.once('error', reject);
     const timer = setTimeout(() => reject(new Error(`the simulator did not start within ${timeoutMs} ms: ${tail}`)), timeoutMs);
     child.stdout?.on('data', (c: Buffer) => {
       out += c.toString('utf8');
@@ -62,6 +63,9 @@ export async function startSimulatorProcess(bundle: string, env: NodeJS.ProcessE
       clearTimeout(timer);
       reject(new Error(`the simulator exited (code ${code}): ${tail}`));
     });
+  }).catch(async (err: unknown) => {
+    await stopChild(child);
+    throw err;
   });
   child.stdout?.resume();
   const origin = new URL(url).origin;
@@ -86,7 +90,7 @@ export async function startSimulatorProcess(bundle: string, env: NodeJS.ProcessE
 
 type Pending = { resolve: (m: FromGateway) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
 
-/** The gateway in its own process, driven over IPC. */
+/** The gateway (or the bare relay, which speaks the same protocol) in its own process, driven over IPC. */
 export class GatewayProcess {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
@@ -128,6 +132,10 @@ export class GatewayProcess {
         clearTimeout(timer);
         reject(new Error(`the gateway exited during start-up (code ${code}): ${stderr}`));
       });
+      child.once('error', reject);
+    }).catch(async (err: unknown) => {
+      await stopChild(child);
+      throw err;
     });
     const gw = new GatewayProcess(child, url);
     child.stderr?.removeAllListeners('data');

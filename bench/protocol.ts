@@ -25,6 +25,36 @@ export interface TripSample {
   /** Whether the reply was an SSE stream. */
   readonly stream: boolean;
   readonly status: number;
+  /** Where the invocation's time went, milliseconds, measured inside the gateway process. */
+  readonly phases: Phases;
+  /** The client's `x-bench-sent` header (epoch ms), pairing this sample with the client's timing. */
+  readonly sentAt: number;
+  /** Epoch ms (sub-millisecond) at the handler's start, first byte and end of reply; -1 if never. */
+  readonly startAt: number;
+  readonly firstByteAt: number;
+  readonly endAt: number;
+}
+
+/**
+ * One invocation's timeline, split at: the admission transaction's start and end, the upstream
+ * call's start and its response headers, the first byte and the end of the reply, and the
+ * invocation's return (settlement done). Milliseconds; -1 where a point was never reached.
+ */
+export interface Phases {
+  /** Handler start to the admission call: key, route, body, model, pricing. */
+  readonly beforeAdmit: number;
+  /** The admission transaction, as the gateway's SDK client sees it. */
+  readonly admit: number;
+  /** Admission done to the upstream call. */
+  readonly beforeUpstream: number;
+  /** Upstream call to its response headers. */
+  readonly upstream: number;
+  /** Upstream headers to the first byte written to the client. */
+  readonly toFirstByte: number;
+  /** First byte to the end of the reply. */
+  readonly toEnd: number;
+  /** End of the reply to the invocation's return: settlement. */
+  readonly settle: number;
 }
 
 /** The gateway process's state at one instant. */

@@ -1,19 +1,25 @@
 /**
  * `npm run bench`: the gateway against the direct call, on one machine, in one run.
  *
- * Starts DynamoDB Local (Java), the upstream simulator and the gateway, each in its own process,
- * seeds workspaces, and drives both sides from this process with node:http keep-alive agents,
- * alternating gateway and direct so that both meet the same machine state. Every phase is bounded
- * by a count or a duration; the run stops by itself and stops what it started, by PID.
+ * Starts DynamoDB Local (Java), the upstream simulator, the gateway (the esbuild bundle) and a
+ * bare pass-through relay (the control: one plain node:http hop), each in its own process, seeds
+ * workspaces, and drives every side from this process with node:http keep-alive agents, in turn,
+ * so that all meet the same machine state; one DynamoDB TransactWriteItems, the floor, takes its
+ * turn too. Every phase is bounded by a count or a duration; the run stops by itself and stops
+ * what it started, by PID (a watchdog ends it after 9 minutes whatever happens).
  *
- *   npm run bench                  full run (about 3 minutes on 2 cores)
- *   npm run bench -- --quick       a short smoke run
- *   npm run bench -- --profile     also writes the gateway's CPU profile (node --cpu-prof)
+ *   npm run bench                  full run (about 2.5 minutes on 2 cores)
+ *   npm run bench -- --quick       a short smoke run (under a minute)
+ *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
+ *                                  its time went by source module; the profiler's own cost
+ *                                  inflates that run's CPU figures
+ *
+ * Every figure is skewed by whatever else the machine runs: the load average is reported.
  *
  * Output: a table on stdout, `bench-results/bench.json`, `bench-results/latency.svg`.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -27,9 +33,10 @@ import { startDynamoLocal } from '../local/dynamo-local';
 import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv, measureModuleInit, type Bundles, type InitResult } from './bundle';
 import { cdfChart } from './chart';
-import { closedLoop, post, postStream, targetFrom, type LoadResult, type StreamTiming, type Target } from './load';
+import { closedLoop, post, postStream, targetFrom, type LoadResult, type StreamTiming, type Target, type Timing } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
-import type { GatewayStats, TripSample } from './protocol';
+import { renderProfile, summarizeProfile, type ProfileSummary } from './profile-summary';
+import type { GatewayStats, Phases, TripSample } from './protocol';
 import { histogram, round, summarize, type Summary } from './stats';
 
 // ---------------------------------------------------------------------------------------------
@@ -55,7 +62,7 @@ interface Plan {
 const FULL: Plan = {
   workspaces: 64,
   warmupMs: 3_000,
-  latencyIterations: 1_200,
+  latencyIterations: 1_000,
   cpuRequests: 500,
   concurrencies: [16, 64],
   sliceMs: 4_000,
@@ -163,15 +170,21 @@ function expectOk(t: { status: number }, what: string): void {
 interface Side {
   readonly gateway: Summary;
   readonly direct: Summary;
+  /** The bare relay (control): what one plain node:http hop adds on this machine. */
+  readonly relay: Summary;
   /** gateway minus direct, at p50 and p99. */
   readonly addedP50: number;
   readonly addedP99: number;
+  /** relay minus direct, at p50 and p99. */
+  readonly relayAddedP50: number;
+  readonly relayAddedP99: number;
 }
 
-function side(gateway: readonly number[], direct: readonly number[]): Side {
+function side(gateway: readonly number[], direct: readonly number[], relay: readonly number[]): Side {
   const g = summarize(gateway);
   const d = summarize(direct);
-  return { gateway: g, direct: d, addedP50: g.p50 - d.p50, addedP99: g.p99 - d.p99 };
+  const r = summarize(relay);
+  return { gateway: g, direct: d, relay: r, addedP50: g.p50 - d.p50, addedP99: g.p99 - d.p99, relayAddedP50: r.p50 - d.p50, relayAddedP99: r.p99 - d.p99 };
 }
 
 interface Throughput {
@@ -180,6 +193,42 @@ interface Throughput {
   readonly direct: { rps: number; ok: number; failed: number; latency: Summary; firstError?: string };
   readonly gatewayCpuUsPerRequest: number;
   readonly gatewayTripsPerRequest: number;
+}
+
+/**
+ * The gateway's timeline with the two hops around it: `inbound` from the client's send to the
+ * handler's start (the local HTTP server and the Lambda shim on the way in), `outbound` from
+ * the handler's last write to the client's last byte (the shim and the server on the way out).
+ * The clocks are the same machine's, read as epoch time with sub-millisecond precision.
+ */
+interface Timeline extends Phases {
+  readonly inbound: number;
+  readonly outbound: number;
+}
+
+/** p50 and p99 of each part of the timeline, milliseconds. */
+type PhaseReport = Record<keyof Timeline, { readonly p50: number; readonly p99: number }>;
+
+const PHASES: readonly (keyof Timeline)[] = ['inbound', 'beforeAdmit', 'admit', 'beforeUpstream', 'upstream', 'toFirstByte', 'toEnd', 'outbound', 'settle'];
+
+/** Pairs the gateway's samples with the client's timings (by the `x-bench-sent` stamp). */
+function phaseReport(samples: readonly TripSample[], timings: readonly Timing[], stream: boolean): PhaseReport {
+  const byStamp = new Map(timings.map((t) => [t.sentAt.toFixed(3), t]));
+  const rows: Timeline[] = [];
+  for (const s of samples) {
+    if (s.status !== 200 || s.lookupsBefore !== 0) continue;
+    const t = byStamp.get(s.sentAt.toFixed(3));
+    if (t === undefined) continue;
+    // A stream's outbound hop is timed on its first byte; a body's on its last.
+    const outbound = stream ? t.sentAt + t.ttfbMs - s.firstByteAt : t.sentAt + t.totalMs - s.endAt;
+    rows.push({ ...s.phases, inbound: s.startAt - s.sentAt, outbound });
+  }
+  const out: Partial<PhaseReport> = {};
+  for (const name of PHASES) {
+    const sm = summarize(rows.map((r) => r[name]).filter((v) => v >= 0));
+    out[name] = { p50: sm.p50, p99: sm.p99 };
+  }
+  return out as PhaseReport;
 }
 
 interface TripReport {
@@ -260,8 +309,13 @@ async function main(): Promise<void> {
   try {
     // --- The stack ------------------------------------------------------------------------
     log('bundling (esbuild) and starting DynamoDB Local');
-    const [bundles, db] = await Promise.all([buildBundles(tmp), startDynamoLocal({ detached: true, readyTimeoutMs: 60_000 })]);
-    cleanup.add('DynamoDB Local', () => db.stop());
+    // Both settle before going on, so a failed build never leaves a database starting unwatched.
+    const [built, dbStart] = await Promise.allSettled([buildBundles(tmp), startDynamoLocal({ detached: true, readyTimeoutMs: 60_000 })]);
+    if (dbStart.status === 'fulfilled') cleanup.add('DynamoDB Local', () => dbStart.value.stop());
+    if (built.status === 'rejected') throw built.reason;
+    if (dbStart.status === 'rejected') throw dbStart.reason;
+    const bundles = built.value;
+    const db = dbStart.value;
     log(`DynamoDB Local pid ${db.pid} on ${db.endpoint}; gateway bundle ${bundles.handlerBytes} bytes`);
 
     const adminClient = makeDynamoClient(db.endpoint);
@@ -307,12 +361,16 @@ async function main(): Promise<void> {
     cleanup.add('gateway', () => gw.stop());
     log(`simulator pid ${sim.pid} on ${sim.url}; gateway pid ${gw.pid} on ${gw.url}`);
 
+    const relay = await GatewayProcess.start(bundles.bareRelay, bundleEnv({ BENCH_UPSTREAM_URL: sim.url }), []);
+    cleanup.add('bare relay', () => relay.stop());
+    log(`bare relay pid ${relay.pid} on ${relay.url}`);
+
     const maxConcurrency = Math.max(...plan.concurrencies);
     const gwT: Target = targetFrom('gateway', `${gw.url}/v1`, maxConcurrency);
     const directT: Target = targetFrom('direct', sim.url, maxConcurrency);
+    const relayT: Target = targetFrom('relay', `${relay.url}/v1`, maxConcurrency);
     cleanup.add('agents', async () => {
-      gwT.agent.destroy();
-      directT.agent.destroy();
+      for (const t of [gwT, directT, relayT]) t.agent.destroy();
     });
     await sim.control('/_sim/default', { model: MODEL_SHORT, behavior: { kind: 'ok' } });
     await sim.control('/_sim/default', { model: MODEL_PACED, behavior: { kind: 'ok', completionTokens: plan.gapTokens, chunkDelayMs: plan.gapDelayMs } });
@@ -321,17 +379,21 @@ async function main(): Promise<void> {
     const shortStream = bodies(MODEL_SHORT, true);
     const paced = bodies(MODEL_PACED, true);
     const firstKey = authHeaders(first.rawKey);
-    // The direct side gets an authorization header too, so both requests carry the same bytes.
+    // The direct side and the relay get an authorization header too, so every request carries the same bytes.
     const directKey = authHeaders(first.rawKey);
+    const bodyFor = (t: Target, b: Bodies): Buffer => (t.name === 'gateway' ? b.gateway : b.direct);
 
     // The floor: the admission transaction itself, from this process, on its own workspace.
     const ledger = new DynamoLedger(doc, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
     const limits: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 5_000_000_000, keyRatePerMinute: 100_000_000 };
-    const txnSamples: number[] = [];
+    /** Floor samples of the phase running now (each latency target meets its own phase's floor). */
+    let txnSamples: number[] = [];
+    const txnCpuUs: number[] = [];
     const txnRetries: number[] = [];
     const transaction = async (keep: boolean): Promise<void> => {
       const now = Date.now();
       const before = ledger.roundTrips;
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       const outcome = await ledger.admit({
         holdId: `req_${randomBytes(12).toString('hex')}`,
@@ -347,11 +409,15 @@ async function main(): Promise<void> {
         expiresAt: now + 600_000,
       });
       const ms = performance.now() - t0;
+      const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the floor's admission was refused: ${outcome.refusal.kind}`);
       const trips = ledger.roundTrips - before;
       if (keep) {
-        if (trips === 1) txnSamples.push(ms);
-        else txnRetries.push(trips);
+        if (trips === 1) {
+          txnSamples.push(ms);
+          // Nothing else runs in this process meanwhile: this is the SDK's client-side CPU for one call.
+          txnCpuUs.push(cpu.user + cpu.system);
+        } else txnRetries.push(trips);
       }
       await ledger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
     };
@@ -360,50 +426,57 @@ async function main(): Promise<void> {
     log('warm-up');
     await closedLoop(8, plan.warmupMs, (w) => post(gwT, short.gateway, authHeaders((callers[w % callers.length] as Caller).rawKey)));
     await closedLoop(8, plan.warmupMs / 2, () => post(directT, short.direct, directKey));
+    await closedLoop(8, plan.warmupMs / 2, () => post(relayT, short.direct, directKey));
     for (let i = 0; i < 100; i += 1) await transaction(false);
     for (let i = 0; i < 20; i += 1) {
-      expectOk(await postStream(gwT, shortStream.gateway, firstKey), 'warm-up stream');
-      expectOk(await postStream(directT, shortStream.direct, directKey), 'warm-up stream (direct)');
+      for (const t of [gwT, directT, relayT]) expectOk(await postStream(t, bodyFor(t, shortStream), t.name === 'gateway' ? firstKey : directKey), `warm-up stream (${t.name})`);
     }
     await gw.idle();
 
-    // --- 1. Non-streamed latency at concurrency 1, alternating with the direct call and the floor.
-    log(`non-streamed latency, concurrency 1 (${plan.latencyIterations} rounds of gateway, direct and one transaction)`);
-    const c1Gateway: number[] = [];
-    const c1Direct: number[] = [];
+    /** The sides in a rotating order, so none always runs first. */
+    const rotation = <T>(items: readonly T[], i: number): T[] => items.map((_, k) => items[(i + k) % items.length] as T);
+
+    // --- 1. Non-streamed latency at concurrency 1: gateway, direct, bare relay and one transaction, rotating.
+    log(`non-streamed latency, concurrency 1 (${plan.latencyIterations} rounds of gateway, direct, bare relay and one transaction)`);
+    const c1Samples = { gateway: [] as number[], direct: [] as number[], relay: [] as number[] };
+    const c1GatewayTimings: Timing[] = [];
     await gw.record(true);
     for (let i = 0; i < plan.latencyIterations; i += 1) {
-      const order = i % 3;
-      for (let k = 0; k < 3; k += 1) {
-        const which = (order + k) % 3;
-        if (which === 0) {
-          const t = await post(gwT, short.gateway, firstKey);
-          expectOk(t, 'gateway');
-          c1Gateway.push(t.totalMs);
-          // Settlement runs after the reply; let it finish, as the next invocation of a Lambda
-          // instance would, so it does not weigh on the other side's measurement.
-          await gw.idle();
-        } else if (which === 1) {
-          const t = await post(directT, short.direct, directKey);
-          expectOk(t, 'direct');
-          c1Direct.push(t.totalMs);
-        } else {
+      for (const which of rotation(['gateway', 'direct', 'relay', 'txn'] as const, i)) {
+        if (which === 'txn') {
           await transaction(true);
+          continue;
         }
+        const t = which === 'gateway' ? gwT : which === 'direct' ? directT : relayT;
+        const r = await post(t, bodyFor(t, short), t.name === 'gateway' ? firstKey : directKey);
+        expectOk(r, which);
+        c1Samples[which].push(r.totalMs);
+        if (which === 'gateway') c1GatewayTimings.push(r);
+        // Settlement runs after the reply; let it finish, as the next invocation of a Lambda
+        // instance would, so it does not weigh on the other sides' measurements.
+        if (which === 'gateway') await gw.idle();
       }
     }
     await gw.record(false);
-    const nonStreamTrips = tripReport(await gw.samples());
-    const c1 = side(c1Gateway, c1Direct);
-    const floor = summarize(txnSamples);
+    const nonStreamSamples = await gw.samples();
+    const nonStreamTrips = tripReport(nonStreamSamples);
+    const nonStreamPhases = phaseReport(nonStreamSamples, c1GatewayTimings, false);
+    const c1 = side(c1Samples.gateway, c1Samples.direct, c1Samples.relay);
+    const floorC1Samples = txnSamples;
+    const floor = summarize(floorC1Samples);
 
-    // --- 2. Gateway CPU per non-streamed request, one at a time (a Lambda instance serves one).
-    log(`gateway CPU per request (${plan.cpuRequests} sequential requests)`);
-    const cpu0 = await gw.idle();
-    for (let i = 0; i < plan.cpuRequests; i += 1) expectOk(await post(gwT, short.gateway, firstKey), 'gateway');
-    const cpu1 = await gw.idle();
-    const cpuPerRequestUs = cpuUs(cpu0, cpu1) / plan.cpuRequests;
-    const cpuPerRequestSystemUs = (cpu1.cpuSystemUs - cpu0.cpuSystemUs) / plan.cpuRequests;
+    // --- 2. CPU per non-streamed request, one at a time (a Lambda instance serves one at a time).
+    log(`CPU per request (${plan.cpuRequests} sequential requests to the gateway, then to the bare relay)`);
+    const sequentialCpu = async (proc: GatewayProcess, t: Target, n: number, body: Buffer, headers: Record<string, string>): Promise<{ totalUs: number; systemUs: number }> => {
+      const a = await proc.idle();
+      for (let i = 0; i < n; i += 1) expectOk(await post(t, body, headers), t.name);
+      const b = await proc.idle();
+      return { totalUs: cpuUs(a, b) / n, systemUs: (b.cpuSystemUs - a.cpuSystemUs) / n };
+    };
+    const gwCpu = await sequentialCpu(gw, gwT, plan.cpuRequests, short.gateway, firstKey);
+    const relayCpu = await sequentialCpu(relay, relayT, plan.cpuRequests, short.direct, directKey);
+    const cpuPerRequestUs = gwCpu.totalUs;
+    const cpuPerRequestSystemUs = gwCpu.systemUs;
 
     // --- 3. Throughput at concurrency 16 and 64, in alternating slices.
     const throughput: Throughput[] = [];
@@ -419,7 +492,7 @@ async function main(): Promise<void> {
       let cpu = 0;
       let trips = 0;
       for (let r = 0; r < plan.rounds; r += 1) {
-        for (const which of r % 2 === 0 ? ['gateway', 'direct'] : ['direct', 'gateway']) {
+        for (const which of rotation(['gateway', 'direct'] as const, r)) {
           if (which === 'gateway') {
             const s0 = await gw.idle();
             gwRuns.push(await closedLoop(c, plan.sliceMs, gwReq));
@@ -444,93 +517,94 @@ async function main(): Promise<void> {
       throughputSamples.set(c, { gateway: gwRuns.flatMap((r) => r.latenciesMs), direct: directRuns.flatMap((r) => r.latenciesMs) });
     }
 
-    // --- 4. Streamed time to first byte, alternating; round trips recorded.
-    log(`streamed time to first byte (${plan.ttfbStreams} streams per side)`);
-    const ttfbGateway: number[] = [];
-    const ttfbDirect: number[] = [];
+    // --- 4. Streamed time to first byte, rotating; round trips recorded.
+    log(`streamed time to first byte (${plan.ttfbStreams} rounds of gateway, direct and bare relay streams and one transaction)`);
+    const ttfbSamples = { gateway: [] as number[], direct: [] as number[], relay: [] as number[] };
+    const ttfbGatewayTimings: Timing[] = [];
+    txnSamples = [];
     await gw.record(true);
     for (let i = 0; i < plan.ttfbStreams; i += 1) {
-      for (const which of i % 2 === 0 ? ['gateway', 'direct'] : ['direct', 'gateway']) {
-        if (which === 'gateway') {
-          const t = await postStream(gwT, shortStream.gateway, firstKey);
-          expectOk(t, 'gateway stream');
-          if (!t.sawDone || !t.sawUsageComment) throw new Error('a gateway stream ended without [DONE] or without its usage comment');
-          ttfbGateway.push(t.ttfbMs);
-          await gw.idle();
-        } else {
-          const t = await postStream(directT, shortStream.direct, directKey);
-          expectOk(t, 'direct stream');
-          ttfbDirect.push(t.ttfbMs);
+      for (const t of rotation([gwT, directT, relayT, undefined], i)) {
+        if (t === undefined) {
+          await transaction(true);
+          continue;
         }
+        const r = await postStream(t, bodyFor(t, shortStream), t.name === 'gateway' ? firstKey : directKey);
+        expectOk(r, `${t.name} stream`);
+        if (t.name === 'gateway' && (!r.sawDone || !r.sawUsageComment)) throw new Error('a gateway stream ended without [DONE] or without its usage comment');
+        ttfbSamples[t.name].push(r.ttfbMs);
+        if (t.name === 'gateway') ttfbGatewayTimings.push(r);
+        if (t.name === 'gateway') await gw.idle();
       }
     }
     await gw.record(false);
-    const streamTrips = tripReport(await gw.samples());
-    const ttfb = side(ttfbGateway, ttfbDirect);
+    const streamSamples = await gw.samples();
+    const streamTrips = tripReport(streamSamples);
+    const streamPhases = phaseReport(streamSamples, ttfbGatewayTimings, true);
+    const ttfb = side(ttfbSamples.gateway, ttfbSamples.direct, ttfbSamples.relay);
+    const floorStreamSamples = txnSamples;
+    const floorStream = summarize(floorStreamSamples);
 
-    // --- 5. Gap between chunks on paced streams, alternating; the gateway's CPU over its streams.
-    log(`gap between chunks (${plan.gapStreams} streams per side, ${plan.gapTokens} tokens ${plan.gapDelayMs} ms apart)`);
-    const gapsGateway: number[] = [];
-    const gapsDirect: number[] = [];
-    const coalesced = { gateway: 0, direct: 0, gatewayMax: 0, directMax: 0, gatewayFrames: 0, directFrames: 0, gatewayBytes: 0 };
+    // --- 5. Gap between chunks on paced streams, rotating; each relay's CPU over its own streams.
+    log(`gap between chunks (${plan.gapStreams} streams per side, up to ${plan.gapTokens} tokens ${plan.gapDelayMs} ms apart)`);
+    const gapSamples = { gateway: [] as number[], direct: [] as number[], relay: [] as number[] };
+    const streamCounts = { gateway: new StreamCounts(), direct: new StreamCounts(), relay: new StreamCounts() };
     const gaps = (t: StreamTiming): number[] => t.frameTimes.slice(1).map((v, i) => v - (t.frameTimes[i] as number));
-    const longCpu0 = await gw.idle();
+    const long0 = { gateway: await gw.idle(), relay: await relay.idle() };
     for (let i = 0; i < plan.gapStreams; i += 1) {
-      for (const which of i % 2 === 0 ? ['gateway', 'direct'] : ['direct', 'gateway']) {
-        if (which === 'gateway') {
-          const t = await postStream(gwT, paced.gateway, firstKey);
-          expectOk(t, 'gateway stream');
-          gapsGateway.push(...gaps(t));
-          coalesced.gateway += t.coalescedReads;
-          coalesced.gatewayMax = Math.max(coalesced.gatewayMax, t.maxFramesPerRead);
-          coalesced.gatewayFrames += t.frames;
-          coalesced.gatewayBytes += t.bytes;
-        } else {
-          const t = await postStream(directT, paced.direct, directKey);
-          expectOk(t, 'direct stream');
-          gapsDirect.push(...gaps(t));
-          coalesced.direct += t.coalescedReads;
-          coalesced.directMax = Math.max(coalesced.directMax, t.maxFramesPerRead);
-          coalesced.directFrames += t.frames;
-        }
+      for (const t of rotation([gwT, directT, relayT], i)) {
+        const r = await postStream(t, bodyFor(t, paced), t.name === 'gateway' ? firstKey : directKey);
+        expectOk(r, `${t.name} stream`);
+        gapSamples[t.name].push(...gaps(r));
+        streamCounts[t.name].add(r);
       }
     }
-    const longCpu1 = await gw.idle();
-    const gap = side(gapsGateway, gapsDirect);
+    const long1 = { gateway: await gw.idle(), relay: await relay.idle() };
+    const gap = side(gapSamples.gateway, gapSamples.direct, gapSamples.relay);
 
     // --- 6. The same paced streams, short, for the fixed part of a stream's CPU.
-    log(`short paced streams (${plan.gapStreams}) for the per-chunk CPU regression`);
-    const shortPaced = { frames: 0 };
-    await sim.control('/_sim/script', {
-      model: MODEL_PACED,
-      behaviors: Array.from({ length: plan.gapStreams }, () => ({ kind: 'ok', completionTokens: plan.shortTokens, chunkDelayMs: plan.gapDelayMs })),
-    });
-    const shortCpu0 = await gw.idle();
-    for (let i = 0; i < plan.gapStreams; i += 1) {
-      const t = await postStream(gwT, paced.gateway, firstKey);
-      expectOk(t, 'gateway stream');
-      shortPaced.frames += t.frames;
+    log(`short paced streams (${plan.gapStreams} per relay) for the per-chunk CPU regression`);
+    const shortCounts = { gateway: new StreamCounts(), relay: new StreamCounts() };
+    const shortCpu = { gateway: 0, relay: 0 };
+    for (const [proc, t] of [
+      [gw, gwT],
+      [relay, relayT],
+    ] as const) {
+      await sim.control('/_sim/script', {
+        model: MODEL_PACED,
+        behaviors: Array.from({ length: plan.gapStreams }, () => ({ kind: 'ok', completionTokens: plan.shortTokens, chunkDelayMs: plan.gapDelayMs })),
+      });
+      const a = await proc.idle();
+      for (let i = 0; i < plan.gapStreams; i += 1) {
+        const r = await postStream(t, bodyFor(t, paced), t.name === 'gateway' ? firstKey : directKey);
+        expectOk(r, `${t.name} stream`);
+        (t.name === 'gateway' ? shortCounts.gateway : shortCounts.relay).add(r);
+      }
+      const b = await proc.idle();
+      if (t.name === 'gateway') shortCpu.gateway = cpuUs(a, b);
+      else shortCpu.relay = cpuUs(a, b);
     }
-    const shortCpu1 = await gw.idle();
-    const longPerStreamUs = cpuUs(longCpu0, longCpu1) / plan.gapStreams;
-    const shortPerStreamUs = cpuUs(shortCpu0, shortCpu1) / plan.gapStreams;
-    const longFrames = coalesced.gatewayFrames / plan.gapStreams;
-    const shortFrames = shortPaced.frames / plan.gapStreams;
-    const cpuPerChunkUs = (longPerStreamUs - shortPerStreamUs) / (longFrames - shortFrames);
+    const perChunk = (longCpu: number, longFrames: number, shortCpuUs: number, shortFrames: number): number =>
+      (longCpu - shortCpuUs) / Math.max(1, longFrames - shortFrames);
+    const cpuPerChunkUs = perChunk(cpuUs(long0.gateway, long1.gateway), streamCounts.gateway.frames, shortCpu.gateway, shortCounts.gateway.frames);
+    const relayCpuPerChunkUs = perChunk(cpuUs(long0.relay, long1.relay), streamCounts.relay.frames, shortCpu.relay, shortCounts.relay.frames);
 
-    // --- 7. A 100 MB streamed reply: the gateway's memory, and its speed against the direct call.
-    const bytesPerFrame = coalesced.gatewayBytes / Math.max(1, coalesced.gatewayFrames);
+    // --- 7. A 100 MiB streamed reply: the gateway's memory, and its speed against the direct call.
+    const bytesPerFrame = streamCounts.gateway.bytes / Math.max(1, streamCounts.gateway.frames);
     const bigTokens = Math.ceil((plan.bigBytes / bytesPerFrame) * 1.02);
-    log(`a ${Math.round(plan.bigBytes / 1024 / 1024)} MiB streamed reply (${bigTokens} tokens), gateway then direct`);
+    log(`a ${Math.round(plan.bigBytes / MB)} MiB streamed reply (${bigTokens} tokens), gateway then direct`);
     const bigBody = bodies(MODEL_SHORT, true, 4_096);
     const bigBehavior = { kind: 'ok', completionTokens: bigTokens, ignoreCeiling: true };
     await sim.control('/_sim/script', { model: MODEL_SHORT, behaviors: [bigBehavior] });
     await gw.gc();
-    const mem0 = await gw.idle();
+    await new Promise((r) => setTimeout(r, 200));
+    await gw.idle();
     await gw.peak(true);
+    // The baseline is taken once tracking runs, so the growth is measured against the same sampler.
+    const mem0 = await gw.stats();
     await gw.record(true);
     const bigGw = await postStream(gwT, bigBody.gateway, firstKey, { keepTimes: false, timeoutMs: 180_000 });
-    expectOk(bigGw, 'gateway 100 MB stream');
+    expectOk(bigGw, 'gateway 100 MiB stream');
     const mem1 = await gw.idle();
     await gw.peak(false);
     await gw.record(false);
@@ -539,8 +613,7 @@ async function main(): Promise<void> {
     const mem2 = await gw.stats();
     await sim.control('/_sim/script', { model: MODEL_SHORT, behaviors: [bigBehavior] });
     const bigDirect = await postStream(directT, bigBody.direct, directKey, { keepTimes: false, timeoutMs: 180_000 });
-    expectOk(bigDirect, 'direct 100 MB stream');
-    const bigCpuPerChunkUs = (cpuUs(mem0, mem1) - cpuPerRequestUs) / Math.max(1, bigGw.frames);
+    expectOk(bigDirect, 'direct 100 MiB stream');
     const big: BigStream = {
       tokens: bigTokens,
       gatewayBytes: bigGw.bytes,
@@ -559,15 +632,26 @@ async function main(): Promise<void> {
       heapGrowth: mem1.peakHeapUsed - mem0.heapUsed,
       externalGrowth: mem1.peakExternal - mem0.external,
       rssAfterGc: mem2.rss,
-      cpuPerChunkUs: bigCpuPerChunkUs,
+      cpuPerChunkUs: (cpuUs(mem0, mem1) - cpuPerRequestUs) / Math.max(1, bigGw.frames),
       holdExtensions: bigTrips.during,
     };
 
-    // --- Stop the stack, then the bundle's module init on a quiet machine.
+    // --- Stop the stack, then the bundle's module init on a quieter machine.
     const gatewayLogLines = gw.logLines;
     await gw.stop();
+    await relay.stop();
     await sim.stop();
     await db.stop();
+    let profile: ProfileSummary | undefined;
+    if (options.profile) {
+      // Keep the bundle beside its profile, so the profile can be read again later.
+      copyFileSync(bundles.gatewayServer, path.join(profileDir, 'gateway-server.js'));
+      const newest = readdirSync(profileDir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => path.join(profileDir, f))
+        .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+      if (newest !== undefined) profile = summarizeProfile(newest, bundles.gatewayServer);
+    }
     log('module init of the bundled handler in fresh processes');
     const init = await measureModuleInit(bundles, plan.initRuns);
 
@@ -578,64 +662,79 @@ async function main(): Promise<void> {
       bundles,
       init,
       floor,
+      floorStream,
+      floorCpuUs: summarize(txnCpuUs),
       txnRetries,
       c1,
-      cpuPerRequestUs,
-      cpuPerRequestSystemUs,
+      cpu: {
+        perNonStreamedRequestUs: cpuPerRequestUs,
+        perNonStreamedRequestSystemUs: cpuPerRequestSystemUs,
+        relayPerRequestUs: relayCpu.totalUs,
+        sdkPerTransactionUs: summarize(txnCpuUs).mean,
+        sluiceOwnPerRequestUs: cpuPerRequestUs - relayCpu.totalUs - 2 * summarize(txnCpuUs).mean,
+        perChunkPacedUs: cpuPerChunkUs,
+        relayPerChunkPacedUs: relayCpuPerChunkUs,
+        perChunkUnpacedUs: big.cpuPerChunkUs,
+        framesPerLongStream: streamCounts.gateway.frames / plan.gapStreams,
+        framesPerShortStream: shortCounts.gateway.frames / plan.gapStreams,
+      },
       throughput,
       ttfb,
       gap,
-      coalesced,
-      cpuPerChunkUs,
-      longPerStreamUs,
-      shortPerStreamUs,
-      longFrames,
-      shortFrames,
+      frames: { gateway: streamCounts.gateway.summary(), direct: streamCounts.direct.summary(), relay: streamCounts.relay.summary() },
       nonStreamTrips,
       streamTrips,
+      phases: { nonStreamed: nonStreamPhases, streamed: streamPhases },
       big,
       gatewayLogLines,
       elapsedS: (performance.now() - started) / 1000,
       loadAverageStart,
+      ...(profile === undefined ? {} : { profile }),
     });
-    const table = renderTables(results);
-    process.stdout.write(`${table}\n`);
+    process.stdout.write(`${renderTables(results)}\n`);
+    if (profile !== undefined) process.stdout.write(`\n${renderProfile(profile)}\n`);
     writeFileSync(path.join(outDir, 'bench.json'), `${JSON.stringify(results, (_k, v: unknown) => (typeof v === 'number' ? round(v) : v), 2)}\n`);
+    const GW = '#d62728';
+    const DIRECT = '#1f77b4';
+    const RELAY = '#2ca02c';
     const panels = [
       {
         title: 'Non-streamed latency, concurrency 1',
         series: [
-          { label: 'gateway', color: '#d62728', samples: c1Gateway },
-          { label: 'direct', color: '#1f77b4', samples: c1Direct },
-          { label: 'DynamoDB TransactWriteItems', color: '#7f7f7f', dashed: true, samples: txnSamples },
+          { label: 'gateway', color: GW, samples: c1Samples.gateway },
+          { label: 'direct', color: DIRECT, samples: c1Samples.direct },
+          { label: 'bare relay (control)', color: RELAY, samples: c1Samples.relay },
+          { label: 'one TransactWriteItems', color: '#7f7f7f', dashed: true, samples: floorC1Samples },
         ],
       },
       {
         title: 'Streamed time to first byte',
         series: [
-          { label: 'gateway', color: '#d62728', samples: ttfbGateway },
-          { label: 'direct', color: '#1f77b4', samples: ttfbDirect },
-          { label: 'DynamoDB TransactWriteItems', color: '#7f7f7f', dashed: true, samples: txnSamples },
+          { label: 'gateway', color: GW, samples: ttfbSamples.gateway },
+          { label: 'direct', color: DIRECT, samples: ttfbSamples.direct },
+          { label: 'bare relay (control)', color: RELAY, samples: ttfbSamples.relay },
+          { label: 'one TransactWriteItems', color: '#7f7f7f', dashed: true, samples: floorStreamSamples },
         ],
       },
       {
         title: `Gap between chunks (upstream paces ${plan.gapDelayMs} ms)`,
         series: [
-          { label: 'gateway', color: '#d62728', samples: gapsGateway },
-          { label: 'direct', color: '#1f77b4', samples: gapsDirect },
+          { label: 'gateway', color: GW, samples: gapSamples.gateway },
+          { label: 'direct', color: DIRECT, samples: gapSamples.direct },
+          { label: 'bare relay (control)', color: RELAY, samples: gapSamples.relay },
         ],
       },
       ...plan.concurrencies.map((c) => ({
         title: `Non-streamed latency, concurrency ${c}`,
         series: [
-          { label: 'gateway', color: '#d62728', samples: throughputSamples.get(c)?.gateway ?? [] },
-          { label: 'direct', color: '#1f77b4', samples: throughputSamples.get(c)?.direct ?? [] },
+          { label: 'gateway', color: GW, samples: throughputSamples.get(c)?.gateway ?? [] },
+          { label: 'direct', color: DIRECT, samples: throughputSamples.get(c)?.direct ?? [] },
         ],
       })),
     ];
     writeFileSync(path.join(outDir, 'latency.svg'), cdfChart('Sluice gateway against the direct call (empirical CDFs)', panels));
     log(`wrote bench-results/bench.json and bench-results/latency.svg in ${Math.round((performance.now() - started) / 1000)} s`);
-    if (options.profile) log(`gateway CPU profile in bench-results/profile/`);
+    if (options.profile) log('gateway CPU profile in bench-results/profile/');
   } finally {
     clearTimeout(watchdog);
     await cleanup.run();
@@ -650,8 +749,41 @@ function totalTrips(s: GatewayStats): number {
   return s.trips.ledger + s.trips.directory + s.trips.catalog;
 }
 
+/** Frames and reads over several streams of one side. */
+class StreamCounts {
+  frames = 0;
+  bytes = 0;
+  streams = 0;
+  coalescedReads = 0;
+  maxFramesPerRead = 0;
+
+  add(t: StreamTiming): void {
+    this.streams += 1;
+    this.frames += t.frames;
+    this.bytes += t.bytes;
+    this.coalescedReads += t.coalescedReads;
+    this.maxFramesPerRead = Math.max(this.maxFramesPerRead, t.maxFramesPerRead);
+  }
+
+  summary(): FrameCounts {
+    return { streams: this.streams, frames: this.frames, bytes: this.bytes, coalescedReads: this.coalescedReads, maxFramesPerRead: this.maxFramesPerRead };
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Results and targets
+
+const MB = 1024 * 1024;
+
+/** How the frames of the paced streams reached the client. */
+interface FrameCounts {
+  readonly streams: number;
+  readonly frames: number;
+  readonly bytes: number;
+  /** Socket reads that completed more than one data frame. */
+  readonly coalescedReads: number;
+  readonly maxFramesPerRead: number;
+}
 
 /** The 100 MiB streamed reply. */
 interface BigStream {
@@ -676,85 +808,49 @@ interface BigStream {
   readonly holdExtensions: readonly { value: number; count: number }[];
 }
 
+/** CPU time of the gateway process, and the controls that explain it. Microseconds. */
+interface CpuFigures {
+  readonly perNonStreamedRequestUs: number;
+  /** The kernel's part of it (loopback TCP is charged to the sender). */
+  readonly perNonStreamedRequestSystemUs: number;
+  /** The bare relay's CPU per request: what one node:http hop costs on this machine. */
+  readonly relayPerRequestUs: number;
+  /** The AWS SDK's client-side CPU for one TransactWriteItems (measured in the benchmark's process). */
+  readonly sdkPerTransactionUs: number;
+  /** Gateway minus bare relay minus two SDK calls (admit, settle): Sluice's own code. */
+  readonly sluiceOwnPerRequestUs: number;
+  readonly perChunkPacedUs: number;
+  readonly relayPerChunkPacedUs: number;
+  readonly perChunkUnpacedUs: number;
+  readonly framesPerLongStream: number;
+  readonly framesPerShortStream: number;
+}
+
 interface RunFigures {
   readonly options: Options;
   readonly plan: Plan;
   readonly bundles: Bundles;
   readonly init: InitResult;
+  /** The transaction, measured in turn with the non-streamed requests. */
   readonly floor: Summary;
+  /** The transaction, measured in turn with the streams. */
+  readonly floorStream: Summary;
+  readonly floorCpuUs: Summary;
   readonly txnRetries: readonly number[];
   readonly c1: Side;
-  readonly cpuPerRequestUs: number;
-  readonly cpuPerRequestSystemUs: number;
+  readonly cpu: CpuFigures;
   readonly throughput: readonly Throughput[];
   readonly ttfb: Side;
   readonly gap: Side;
-  readonly coalesced: { gateway: number; direct: number; gatewayMax: number; directMax: number; gatewayFrames: number; directFrames: number };
-  readonly cpuPerChunkUs: number;
-  readonly longPerStreamUs: number;
-  readonly shortPerStreamUs: number;
-  readonly longFrames: number;
-  readonly shortFrames: number;
+  readonly frames: { readonly gateway: FrameCounts; readonly direct: FrameCounts; readonly relay: FrameCounts };
   readonly nonStreamTrips: TripReport;
   readonly streamTrips: TripReport;
+  readonly phases: { readonly nonStreamed: PhaseReport; readonly streamed: PhaseReport };
   readonly big: BigStream;
   readonly gatewayLogLines: number;
   readonly elapsedS: number;
   readonly loadAverageStart: number;
-}
-
-const MB = 1024 * 1024;
-
-function onlyValue(h: readonly { value: number; count: number }[], value: number): boolean {
-  return h.length > 0 && h.every((e) => e.value === value);
-}
-
-function fmtHist(h: readonly { value: number; count: number }[]): string {
-  return h.map((e) => `${e.value}:${e.count}`).join(' ');
-}
-
-function targets(f: RunFigures): TargetResult[] {
-  const floorP50 = f.floor.p50;
-  const floorP99 = f.floor.p99;
-  const ms = (v: number): string => `${round(v)} ms`;
-  const warmOne = onlyValue(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm, 1) && onlyValue(f.streamTrips.ledgerBeforeFirstByteOnWarm, 1);
-  const duringNone = onlyValue(f.nonStreamTrips.during, 0) && onlyValue(f.streamTrips.during, 0);
-  const settledAfter = f.nonStreamTrips.afterEnd.every((e) => e.value >= 1) && f.streamTrips.afterEnd.every((e) => e.value >= 1);
-  return [
-    { name: 'added non-streamed latency p50 (c=1)', figure: ms(f.c1.addedP50), limit: `<= 1.25 x txn p50 + 1 = ${ms(1.25 * floorP50 + 1)}`, met: f.c1.addedP50 <= 1.25 * floorP50 + 1 },
-    { name: 'added non-streamed latency p99 (c=1)', figure: ms(f.c1.addedP99), limit: `<= 2 x txn p99 = ${ms(2 * floorP99)}`, met: f.c1.addedP99 <= 2 * floorP99 },
-    {
-      name: 'store round trips before first byte (warm)',
-      figure: `non-stream ${fmtHist(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm)}; stream ${fmtHist(f.streamTrips.ledgerBeforeFirstByteOnWarm)} (value:count)`,
-      limit: 'exactly 1',
-      met: warmOne,
-    },
-    {
-      name: 'settlement after the reply ends',
-      figure: `during reply ${fmtHist([...f.nonStreamTrips.during, ...f.streamTrips.during])}; after end ${fmtHist(f.nonStreamTrips.afterEnd)} / ${fmtHist(f.streamTrips.afterEnd)}`,
-      limit: '0 during, >= 1 after',
-      met: duringNone && settledAfter,
-    },
-    { name: 'added stream TTFB p50', figure: ms(f.ttfb.addedP50), limit: `<= ${ms(1.25 * floorP50 + 1)}`, met: f.ttfb.addedP50 <= 1.25 * floorP50 + 1 },
-    { name: 'added stream TTFB p99', figure: ms(f.ttfb.addedP99), limit: `<= ${ms(2 * floorP99)}`, met: f.ttfb.addedP99 <= 2 * floorP99 },
-    { name: 'added gap between chunks p99', figure: ms(f.gap.addedP99), limit: '<= 1 ms', met: f.gap.addedP99 <= 1 },
-    {
-      name: 'frames not held back or coalesced',
-      figure: `reads with >1 frame: gateway ${f.coalesced.gateway}, direct ${f.coalesced.direct} (of ${f.coalesced.gatewayFrames} frames)`,
-      limit: 'gateway <= direct',
-      met: f.coalesced.gateway <= f.coalesced.direct,
-    },
-    {
-      name: '100 MiB stream: gateway RSS growth',
-      figure: `${round(f.big.rssGrowth / MB)} MiB (heap ${round(f.big.heapGrowth / MB)} MiB)`,
-      limit: '< 64 MiB, stream complete',
-      met: f.big.rssGrowth < 64 * MB && f.big.sawDone,
-    },
-    { name: 'gateway CPU per non-streamed request', figure: `${round(f.cpuPerRequestUs / 1000)} ms`, limit: '<= 0.5 ms', met: f.cpuPerRequestUs <= 500 },
-    { name: 'gateway CPU per SSE chunk (paced)', figure: `${round(f.cpuPerChunkUs)} us`, limit: '<= 10 us', met: f.cpuPerChunkUs <= 10 },
-    { name: 'bundled gateway size (minified)', figure: `${f.bundles.handlerBytes} B`, limit: '<= 1 MB (1,000,000 B)', met: f.bundles.handlerBytes <= 1_000_000 },
-    { name: 'module init (median, fresh process)', figure: ms(f.init.requireMs.p50), limit: '<= 150 ms', met: f.init.requireMs.p50 <= 150 },
-  ];
+  readonly profile?: ProfileSummary;
 }
 
 /** What bench.json holds. */
@@ -773,26 +869,88 @@ interface Results {
   readonly plan: Plan;
   readonly elapsedSeconds: number;
   readonly units: string;
-  readonly floor: { readonly transactWriteItems: Summary; readonly retriedTransactions: number };
+  readonly floor: {
+    /** One TransactWriteItems, in turn with the non-streamed requests. */
+    readonly transactWriteItems: Summary;
+    /** The same, in turn with the streams. */
+    readonly transactWriteItemsStreamPhase: Summary;
+    readonly clientCpuUs: Summary;
+    readonly retriedTransactions: number;
+  };
   readonly nonStreamedC1: Side;
   readonly throughput: readonly Throughput[];
-  readonly stream: { readonly ttfb: Side; readonly gapBetweenChunks: Side; readonly coalescedReads: RunFigures['coalesced'] };
+  readonly stream: { readonly ttfb: Side; readonly gapBetweenChunks: Side; readonly frames: RunFigures['frames'] };
   readonly roundTrips: { readonly nonStreamed: TripReport; readonly streamed: TripReport };
-  readonly cpu: {
-    readonly perNonStreamedRequestUs: number;
-    /** The kernel's part of it (loopback TCP is charged to the sender). */
-    readonly perNonStreamedRequestSystemUs: number;
-    readonly perChunkPacedUs: number;
-    readonly perLongStreamUs: number;
-    readonly perShortStreamUs: number;
-    readonly framesPerLongStream: number;
-    readonly framesPerShortStream: number;
-    readonly perChunkUnpacedUs: number;
-  };
+  /** Inside the gateway, warm requests of the sequential phases. */
+  readonly gatewayTimeline: { readonly nonStreamed: PhaseReport; readonly streamed: PhaseReport };
+  readonly cpu: CpuFigures;
   readonly bigStream: BigStream;
   readonly bundle: { readonly handlerBytes: number; readonly sourceMapBytes: number; readonly moduleInit: InitResult };
   readonly gatewayLogLines: number;
   readonly targets: readonly TargetResult[];
+  /** With `--profile`: where the gateway process's time went. */
+  readonly profile?: ProfileSummary;
+}
+
+function onlyValue(h: readonly { value: number; count: number }[], value: number): boolean {
+  return h.length > 0 && h.every((e) => e.value === value);
+}
+
+function fmtHist(h: readonly { value: number; count: number }[]): string {
+  return h.map((e) => `${e.value}:${e.count}`).join(' ');
+}
+
+function targets(f: RunFigures): TargetResult[] {
+  const ms = (v: number): string => `${round(v)} ms`;
+  const latencyP50Limit = 1.25 * f.floor.p50 + 1;
+  const latencyP99Limit = 2 * f.floor.p99;
+  const ttfbP50Limit = 1.25 * f.floorStream.p50 + 1;
+  const ttfbP99Limit = 2 * f.floorStream.p99;
+  const warmOne = onlyValue(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm, 1) && onlyValue(f.streamTrips.ledgerBeforeFirstByteOnWarm, 1);
+  const duringNone = onlyValue(f.nonStreamTrips.during, 0) && onlyValue(f.streamTrips.during, 0);
+  const settledAfter = f.nonStreamTrips.afterEnd.every((e) => e.value >= 1) && f.streamTrips.afterEnd.every((e) => e.value >= 1);
+  const frames = f.frames;
+  // Scheduling on a loaded machine can put two frames into one read on any hop; the control
+  // relay shows how often that happens without Sluice, and a small allowance covers the rest.
+  const coalescingAllowance = Math.max(1, Math.ceil(frames.gateway.frames * 0.005));
+  const coalescingLimit = Math.max(frames.direct.coalescedReads, frames.relay.coalescedReads) + coalescingAllowance;
+  return [
+    { name: 'added non-streamed latency p50 (c=1)', figure: ms(f.c1.addedP50), limit: `<= 1.25 x txn p50 + 1 ms = ${ms(latencyP50Limit)}`, met: f.c1.addedP50 <= latencyP50Limit },
+    { name: 'added non-streamed latency p99 (c=1)', figure: ms(f.c1.addedP99), limit: `<= 2 x txn p99 = ${ms(latencyP99Limit)}`, met: f.c1.addedP99 <= latencyP99Limit },
+    {
+      name: 'store round trips before first byte (warm)',
+      figure: `non-stream ${fmtHist(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm)}, stream ${fmtHist(f.streamTrips.ledgerBeforeFirstByteOnWarm)} (trips:requests)`,
+      limit: 'exactly 1',
+      met: warmOne,
+    },
+    {
+      name: 'settlement after the reply ends',
+      figure: `during reply ${fmtHist(f.nonStreamTrips.during)} / ${fmtHist(f.streamTrips.during)}, after end ${fmtHist(f.nonStreamTrips.afterEnd)} / ${fmtHist(f.streamTrips.afterEnd)}`,
+      limit: '0 during, >= 1 after',
+      met: duringNone && settledAfter,
+    },
+    { name: 'added stream TTFB p50', figure: ms(f.ttfb.addedP50), limit: `<= 1.25 x txn p50 + 1 ms = ${ms(ttfbP50Limit)}`, met: f.ttfb.addedP50 <= ttfbP50Limit },
+    { name: 'added stream TTFB p99', figure: ms(f.ttfb.addedP99), limit: `<= 2 x txn p99 = ${ms(ttfbP99Limit)}`, met: f.ttfb.addedP99 <= ttfbP99Limit },
+    { name: 'added gap between chunks p99', figure: ms(f.gap.addedP99), limit: '<= 1 ms', met: f.gap.addedP99 <= 1 },
+    {
+      name: 'frames not held back or coalesced',
+      figure: `frames ${frames.gateway.frames} (direct ${frames.direct.frames}); reads with >1 frame: gateway ${frames.gateway.coalescedReads}, direct ${frames.direct.coalescedReads}, relay ${frames.relay.coalescedReads}`,
+      limit: `same frames; coalesced reads <= max(direct, relay) + 0.5% = ${coalescingLimit}`,
+      met: frames.gateway.frames === frames.direct.frames && frames.gateway.coalescedReads <= coalescingLimit,
+    },
+    {
+      // A warm process reuses memory it already holds, so RSS may not move at all; the heap and
+      // the Buffers outside it (external) show what the stream itself allocated meanwhile.
+      name: '100 MiB stream: gateway memory growth',
+      figure: `RSS +${round(f.big.rssGrowth / MB)} MiB; heap +${round(f.big.heapGrowth / MB)} MiB, external +${round(f.big.externalGrowth / MB)} MiB`,
+      limit: 'max(RSS, heap + external) < 64 MiB; stream complete',
+      met: Math.max(f.big.rssGrowth, f.big.heapGrowth + f.big.externalGrowth) < 64 * MB && f.big.sawDone && f.big.gatewayBytes >= f.plan.bigBytes,
+    },
+    { name: 'gateway CPU per non-streamed request', figure: `${round(f.cpu.perNonStreamedRequestUs / 1000)} ms`, limit: '<= 0.5 ms', met: f.cpu.perNonStreamedRequestUs <= 500 },
+    { name: 'gateway CPU per SSE chunk (paced)', figure: `${round(f.cpu.perChunkPacedUs)} us`, limit: '<= 10 us', met: f.cpu.perChunkPacedUs <= 10 },
+    { name: 'bundled gateway size (minified)', figure: `${f.bundles.handlerBytes} B`, limit: '<= 1 MB (1,000,000 B)', met: f.bundles.handlerBytes <= 1_000_000 },
+    { name: 'module init (median, fresh process)', figure: ms(f.init.requireMs.p50), limit: '<= 150 ms', met: f.init.requireMs.p50 <= 150 },
+  ];
 }
 
 function buildResults(f: RunFigures): Results {
@@ -810,51 +968,48 @@ function buildResults(f: RunFigures): Results {
     options: f.options,
     plan: f.plan,
     elapsedSeconds: f.elapsedS,
-    units: 'milliseconds unless named otherwise',
-    floor: { transactWriteItems: f.floor, retriedTransactions: f.txnRetries.length },
+    units: 'milliseconds unless named otherwise (Us: microseconds; bytes)',
+    floor: { transactWriteItems: f.floor, transactWriteItemsStreamPhase: f.floorStream, clientCpuUs: f.floorCpuUs, retriedTransactions: f.txnRetries.length },
     nonStreamedC1: f.c1,
     throughput: f.throughput,
-    stream: {
-      ttfb: f.ttfb,
-      gapBetweenChunks: f.gap,
-      coalescedReads: f.coalesced,
-    },
+    stream: { ttfb: f.ttfb, gapBetweenChunks: f.gap, frames: f.frames },
     roundTrips: { nonStreamed: f.nonStreamTrips, streamed: f.streamTrips },
-    cpu: {
-      perNonStreamedRequestUs: f.cpuPerRequestUs,
-      perNonStreamedRequestSystemUs: f.cpuPerRequestSystemUs,
-      perChunkPacedUs: f.cpuPerChunkUs,
-      perLongStreamUs: f.longPerStreamUs,
-      perShortStreamUs: f.shortPerStreamUs,
-      framesPerLongStream: f.longFrames,
-      framesPerShortStream: f.shortFrames,
-      perChunkUnpacedUs: f.big.cpuPerChunkUs,
-    },
+    gatewayTimeline: f.phases,
+    cpu: f.cpu,
     bigStream: f.big,
     bundle: { handlerBytes: f.bundles.handlerBytes, sourceMapBytes: f.bundles.handlerMapBytes, moduleInit: f.init },
     gatewayLogLines: f.gatewayLogLines,
     targets: targets(f),
+    ...(f.profile === undefined ? {} : { profile: f.profile }),
   };
 }
 
-function pad(rows: readonly (readonly string[])[]): string {
+function alignRight(rows: readonly (readonly string[])[]): string {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ')).join('\n');
+  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ').trimEnd()).join('\n');
+}
+
+function alignLeft(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
 }
 
 function renderTables(r: Results): string {
   const n = (v: number): string => String(round(v));
-  const rows: string[][] = [['measurement (ms)', 'gw p50', 'gw p99', 'direct p50', 'direct p99', 'added p50', 'added p99']];
+  const latency: string[][] = [['latency (ms)', 'gw p50', 'gw p99', 'direct p50', 'direct p99', 'added p50', 'added p99', 'relay added p50', 'relay added p99']];
   const add = (name: string, s: Side): void => {
-    rows.push([name, n(s.gateway.p50), n(s.gateway.p99), n(s.direct.p50), n(s.direct.p99), n(s.addedP50), n(s.addedP99)]);
+    latency.push([name, n(s.gateway.p50), n(s.gateway.p99), n(s.direct.p50), n(s.direct.p99), n(s.addedP50), n(s.addedP99), n(s.relayAddedP50), n(s.relayAddedP99)]);
   };
   add('non-streamed, c=1', r.nonStreamedC1);
   add('stream time to first byte', r.stream.ttfb);
   add('stream gap between chunks', r.stream.gapBetweenChunks);
   const f = r.floor.transactWriteItems;
-  rows.push(['DynamoDB Local TransactWriteItems', n(f.p50), n(f.p99), '', '', '', '']);
-  const tput: string[][] = [['throughput (non-streamed)', 'gw req/s', 'gw p50', 'gw p99', 'direct req/s', 'direct p50', 'direct p99', 'gw errors', 'gw CPU/req us', 'trips/req']];
+  const fs = r.floor.transactWriteItemsStreamPhase;
+  latency.push(['TransactWriteItems (floor), c=1 turn', n(f.p50), n(f.p99), '', '', '', '', '', '']);
+  latency.push(['TransactWriteItems (floor), stream turn', n(fs.p50), n(fs.p99), '', '', '', '', '', '']);
+  const tput: string[][] = [['throughput, non-streamed', 'gw req/s', 'gw p50', 'gw p99', 'direct req/s', 'direct p50', 'direct p99', 'gw errors', 'gw CPU/req us', 'trips/req']];
   for (const t of r.throughput) {
     tput.push([
       `concurrency ${t.concurrency}`,
@@ -871,31 +1026,41 @@ function renderTables(r: Results): string {
   }
   const b = r.bigStream;
   const rt = r.roundTrips;
+  const c = r.cpu;
+  const fr = r.stream.frames;
   const other: string[][] = [
     ['other figures', 'value'],
-    ['gateway CPU per non-streamed request (c=1)', `${n(r.cpu.perNonStreamedRequestUs)} us (of which system ${n(r.cpu.perNonStreamedRequestSystemUs)} us)`],
-    ['gateway CPU per SSE chunk, paced / unpaced', `${n(r.cpu.perChunkPacedUs)} us / ${n(r.cpu.perChunkUnpacedUs)} us`],
-    ['round trips before 1st byte, warm (non-stream | stream)', `${fmtHist(rt.nonStreamed.ledgerBeforeFirstByteOnWarm)} | ${fmtHist(rt.streamed.ledgerBeforeFirstByteOnWarm)}  (value:count)`],
-    ['cache-miss lookups before 1st byte (non-stream)', `${fmtHist(rt.nonStreamed.lookupsBeforeFirstByte)}  (${rt.nonStreamed.warm}/${rt.nonStreamed.samples} warm)`],
-    ['round trips during reply | after end (non-stream)', `${fmtHist(rt.nonStreamed.during)} | ${fmtHist(rt.nonStreamed.afterEnd)}`],
-    ['round trips during reply | after end (stream)', `${fmtHist(rt.streamed.during)} | ${fmtHist(rt.streamed.afterEnd)}`],
-    ['mean round trips per request (non-stream | stream)', `${n(rt.nonStreamed.meanTotal)} | ${n(rt.streamed.meanTotal)}`],
-    ['100 MiB stream: bytes, MB/s gw / direct', `${b.gatewayBytes} B, ${n(b.gatewayMBps)} / ${n(b.directMBps)}`],
-    ['100 MiB stream: gateway RSS before -> peak', `${n(b.rssBefore / MB)} -> ${n(b.peakRss / MB)} MiB (+${n(b.rssGrowth / MB)}), heap +${n(b.heapGrowth / MB)} MiB`],
-    ['100 MiB stream: hold extensions during the reply', fmtHist(b.holdExtensions)],
-    ['bundled gateway (minified, @aws-sdk external)', `${r.bundle.handlerBytes} B`],
-    ['module init p50 / max (require, fresh node)', `${n(r.bundle.moduleInit.requireMs.p50)} / ${n(r.bundle.moduleInit.requireMs.max)} ms; from process start ${n(r.bundle.moduleInit.sinceStartMs.p50)} ms`],
-    ['transactions retried in the floor (excluded)', String(r.floor.retriedTransactions)],
-    ['whole run; machine load average start / end', `${n(r.elapsedSeconds)} s; ${n(r.machine.loadAverageStart)} / ${n(r.machine.loadAverageEnd)} on ${r.machine.cpus} cores`],
+    ['gateway CPU per non-streamed request (c=1)', `${n(c.perNonStreamedRequestUs)} us (system ${n(c.perNonStreamedRequestSystemUs)} us)`],
+    ['  control: bare relay CPU per request', `${n(c.relayPerRequestUs)} us`],
+    ['  control: AWS SDK client CPU per TransactWriteItems', `${n(c.sdkPerTransactionUs)} us (x2 per request: admit, settle)`],
+    ['  gateway - relay - 2 x SDK: Sluice, shim, EMF (rough)', `${n(c.sluiceOwnPerRequestUs)} us`],
+    ['gateway CPU per SSE chunk: paced / unpaced', `${n(c.perChunkPacedUs)} us / ${n(c.perChunkUnpacedUs)} us`],
+    ['  control: bare relay CPU per paced chunk', `${n(c.relayPerChunkPacedUs)} us`],
+    ['paced frames received: gateway / direct / relay', `${fr.gateway.frames} / ${fr.direct.frames} / ${fr.relay.frames} (reads with >1 frame: ${fr.gateway.coalescedReads} / ${fr.direct.coalescedReads} / ${fr.relay.coalescedReads})`],
+    ['round trips before 1st byte, warm: non-stream | stream', `${fmtHist(rt.nonStreamed.ledgerBeforeFirstByteOnWarm)} | ${fmtHist(rt.streamed.ledgerBeforeFirstByteOnWarm)}  (trips:requests)`],
+    ['cache-refresh reads before 1st byte: non-stream | stream', `${fmtHist(rt.nonStreamed.lookupsBeforeFirstByte)} | ${fmtHist(rt.streamed.lookupsBeforeFirstByte)}`],
+    ['round trips during reply | after end: non-stream', `${fmtHist(rt.nonStreamed.during)} | ${fmtHist(rt.nonStreamed.afterEnd)}`],
+    ['round trips during reply | after end: stream', `${fmtHist(rt.streamed.during)} | ${fmtHist(rt.streamed.afterEnd)}`],
+    ['mean round trips per request: non-stream | stream', `${n(rt.nonStreamed.meanTotal)} | ${n(rt.streamed.meanTotal)}`],
+    ['100 MiB stream: bytes; MB/s gateway / direct', `${b.gatewayBytes} B in ${b.gatewayFrames} frames; ${n(b.gatewayMBps)} / ${n(b.directMBps)}`],
+    ['100 MiB stream: gateway RSS baseline -> peak', `${n(b.rssBefore / MB)} -> ${n(b.peakRss / MB)} MiB; heap used ${n(b.heapBefore / MB)} -> ${n(b.peakHeapUsed / MB)} MiB`],
+    ['100 MiB stream: hold extensions during the reply', `${fmtHist(b.holdExtensions)}  (trips:requests)`],
+    ['bundled gateway (minified, @aws-sdk/* external)', `${r.bundle.handlerBytes} B (+ ${r.bundle.sourceMapBytes} B source map)`],
+    ['module init: require p50 / max; from process start p50', `${n(r.bundle.moduleInit.requireMs.p50)} / ${n(r.bundle.moduleInit.requireMs.max)} ms; ${n(r.bundle.moduleInit.sinceStartMs.p50)} ms`],
+    ['  control: require of the external @aws-sdk/* alone, p50', `${n(r.bundle.moduleInit.sdkRequireMs.p50)} ms (${r.bundle.moduleInit.sdkPackages.join(', ')})`],
+    ['floor transactions retried (excluded)', String(r.floor.retriedTransactions)],
+    ['whole run; load average start / end', `${n(r.elapsedSeconds)} s; ${n(r.machine.loadAverageStart)} / ${n(r.machine.loadAverageEnd)} on ${r.machine.cpus} cores`],
   ];
+  const timeline: string[][] = [['gateway timeline, p50 (p99) ms', ...PHASES.map((p) => p.replace(/([A-Z])/g, ' $1').toLowerCase())]];
+  for (const [name, rep] of [
+    ['non-streamed, c=1', r.gatewayTimeline.nonStreamed],
+    ['streamed (to first byte)', r.gatewayTimeline.streamed],
+  ] as const) {
+    timeline.push([name, ...PHASES.map((p) => `${n(rep[p].p50)} (${n(rep[p].p99)})`)]);
+  }
   const tgt: string[][] = [['target', 'figure', 'limit', 'result']];
   for (const t of r.targets) tgt.push([t.name, t.figure, t.limit, t.met ? 'MET' : 'MISSED']);
-  const leftAll = (rowsIn: string[][]): string => {
-    const widths: number[] = [];
-    for (const row of rowsIn) row.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-    return rowsIn.map((row) => row.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
-  };
-  return [pad(rows), '', pad(tput), '', leftAll(other), '', leftAll(tgt)].join('\n');
+  return [alignRight(latency), '', alignRight(timeline), '', alignRight(tput), '', alignLeft(other), '', alignLeft(tgt)].join('\n');
 }
 
 main().then(
