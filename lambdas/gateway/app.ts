@@ -4,7 +4,7 @@
  * nothing is held before the last check passes.
  */
 import { hashKey, isKeyShaped } from '../core/api-key';
-import { SluiceError, renderError } from '../core/errors';
+import { SluiceError } from '../core/errors';
 import { parseModelField } from '../core/model-id';
 import { MICROS_PER_MINOR, formatMinor, promptBound, sizeHold, type HoldSize } from '../core/pricing';
 import type { CatalogModel } from '../shared/catalog-types';
@@ -14,6 +14,7 @@ import { catalogEntry, modelDetail } from './catalog-view';
 import { forward } from './forward';
 import type { AdmissionLimits, Catalog, KeyDirectory, Ledger, Refusal, ResponseSink, SecretSource, Telemetry, Upstream, WorkspaceDirectory } from './ports';
 import { resolveModel, type Candidate } from './resolve';
+import { requestIdHeaders, writeErrorResponse } from './respond';
 import { serviceKeyAvailable } from './providers';
 
 /** SPEC: bodies over this many bytes are refused 413. */
@@ -112,21 +113,14 @@ export class Gateway {
     }
   }
 
-  private baseHeaders(trace: Trace): Record<string, string> {
-    return { 'x-sluice-request-id': trace.requestId, 'x-request-id': trace.requestId };
-  }
-
   private async refuse(sink: ResponseSink, trace: Trace, err: unknown): Promise<void> {
     if (!(err instanceof SluiceError)) {
       // Faults are logged by kind only: an error object could carry a body fragment.
       console.error(JSON.stringify({ level: 'error', requestId: trace.requestId, fault: err instanceof Error ? err.name : typeof err }));
     }
-    const rendered = renderError(err, trace.requestId);
-    trace.status = rendered.status;
-    trace.code = rendered.body.error.code;
-    sink.start(rendered.status, { 'content-type': 'application/json', ...this.baseHeaders(trace), ...rendered.headers });
-    await sink.write(Buffer.from(JSON.stringify(rendered.body)));
-    await sink.end();
+    const sent = await writeErrorResponse(sink, trace.requestId, err);
+    trace.status = sent.status;
+    trace.code = sent.code;
   }
 
   private async handle(req: GatewayRequest, sink: ResponseSink, trace: Trace): Promise<void> {
@@ -253,7 +247,7 @@ export class Gateway {
 
   private async sendJson(sink: ResponseSink, trace: Trace, status: number, body: unknown): Promise<void> {
     trace.status = status;
-    sink.start(status, { 'content-type': 'application/json', ...this.baseHeaders(trace) });
+    sink.start(status, { 'content-type': 'application/json', ...requestIdHeaders(trace.requestId) });
     await sink.write(Buffer.from(JSON.stringify(body)));
     await sink.end();
   }

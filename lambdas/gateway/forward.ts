@@ -4,7 +4,7 @@
  * whatever the client or the provider did. Once the status has gone out, a fault is written as one
  * in-band error frame (DESIGN decision 9).
  */
-import { SluiceError, errorFrame, relayedRefusal, renderError, type ErrorKind } from '../core/errors';
+import { SluiceError, errorFrame, relayedRefusal, type ErrorKind } from '../core/errors';
 import { setTopLevel } from '../core/json-splice';
 import { chargeMicros, costMicros, promptBound, sizeHold, type HoldSize, type Rates } from '../core/pricing';
 import { SseRelay, readUsage, usageComment, type RelayFault } from '../core/sse';
@@ -12,6 +12,7 @@ import type { CatalogModel } from '../shared/catalog-types';
 import type { EndpointFamily, HoldRecord, Outcome, TokenCounts } from '../shared/records';
 import type { GatewayDeps } from './app';
 import type { AdmissionLimits, ResponseSink, UpstreamResponse } from './ports';
+import { requestIdHeaders, writeErrorResponse } from './respond';
 import { baseUrl, buildUpstreamBody, endpointUrl, serviceKey, upstreamHeaders } from './providers';
 import type { Candidate } from './resolve';
 
@@ -160,12 +161,14 @@ export async function forward(args: ForwardArgs): Promise<void> {
   const deadlineMs = args.startedAt + deps.config.requestLimitMs;
   const timer = setTimeout(() => overall.abort(new DeadlineError()), Math.max(0, deadlineMs - deps.clock()));
   let attempts = 0;
+  let replied: Candidate | undefined;
   const failures: Failure[] = [];
   try {
     for (const [index, candidate] of candidates.entries()) {
       attempts += 1;
       const result = await attempt(args, candidate, overall.signal, index === candidates.length - 1);
       if (result.kind === 'reply') {
+        replied = candidate;
         if (args.parsed.stream === true) await relayStream(args, candidate, result.response, result.injectedUsage, attempts, overall);
         else await relayBody(args, candidate, result.response, attempts, overall.signal);
         return;
@@ -182,7 +185,10 @@ export async function forward(args: ForwardArgs): Promise<void> {
     console.error(JSON.stringify({ level: 'error', requestId: args.requestId, fault: err instanceof Error ? err.name : typeof err }));
     if (!args.sink.started) await writeError(args, new SluiceError('internal', 'The server had an error while processing your request.')).catch(() => undefined);
     else await args.sink.end().catch(() => undefined);
-    await settle(args, { counts: undefined, chargeMicros: 0, attempts, status: 500, outcome: 'upstream_fault', stream: false });
+    // Once a provider has replied it has billed the prompt at least: charge its upper bound, as
+    // for a request whose function died, so a fault of ours never loses the charge.
+    const chargeNow = replied === undefined ? 0 : estimate(args, args.hold, replied, 0);
+    await settle(args, { counts: undefined, chargeMicros: chargeNow, attempts, status: 500, outcome: 'upstream_fault', stream: false, ...(replied ? { candidate: replied } : {}) });
   } finally {
     clearTimeout(timer);
   }
@@ -244,8 +250,7 @@ async function attempt(args: ForwardArgs, candidate: Candidate, overall: AbortSi
 function successHeaders(args: ForwardArgs, candidate: Candidate, attempts: number, contentType: string): Record<string, string> {
   return {
     'content-type': contentType,
-    'x-sluice-request-id': args.requestId,
-    'x-request-id': args.requestId,
+    ...requestIdHeaders(args.requestId),
     'x-sluice-served-by': candidate.model.id,
     'x-sluice-provider': candidate.provider.name,
     'x-sluice-retry-attempt-count': String(attempts - 1),
@@ -255,16 +260,8 @@ function successHeaders(args: ForwardArgs, candidate: Candidate, attempts: numbe
 }
 
 async function writeError(args: ForwardArgs, error: SluiceError): Promise<void> {
-  const rendered = renderError(error, args.requestId);
-  args.onStatus(rendered.status, rendered.body.error.code);
-  args.sink.start(rendered.status, {
-    'content-type': 'application/json',
-    'x-sluice-request-id': args.requestId,
-    'x-request-id': args.requestId,
-    ...rendered.headers,
-  });
-  await args.sink.write(Buffer.from(JSON.stringify(rendered.body)));
-  await args.sink.end();
+  const sent = await writeErrorResponse(args.sink, args.requestId, error);
+  args.onStatus(sent.status, sent.code);
 }
 
 /** What a reply is charged: the provider's counts at the serving model's rates; nothing on BYOK. */

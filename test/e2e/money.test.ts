@@ -135,6 +135,43 @@ describe('with one stack', () => {
     expect(ok.object).toBe('chat.completion');
   });
 
+  it('a fault of our own after the provider replied still charges the prompt bound, and releases the rest', async () => {
+    const before = await stack.balance();
+    let started = false;
+    const sink = {
+      get started() {
+        return started;
+      },
+      start(status: number) {
+        // The reply is ready upstream; the response cannot be written (a bug, a runtime fault).
+        if (status === 200) throw new Error('sink broke');
+        started = true;
+      },
+      write: () => Promise.resolve(),
+      end: () => Promise.resolve(),
+    };
+    const body = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }));
+    const errors = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      await stack.wiring.gateway.serve(
+        { method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${stack.rawKey}`, 'content-type': 'application/json' }, body, traceId: 't' },
+        sink,
+      );
+    } finally {
+      errors.mockRestore();
+    }
+    expect(stack.sim.recorded.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(1);
+    await stack.settled();
+    const row = (await stack.usageRows()).sort((a, b) => b.startedAt - a.startedAt)[0]!;
+    expect(row.outcome).toBe('upstream_fault');
+    expect(row.servedBy).toBe('local/sim-small');
+    // The prompt's upper bound: every byte of the body as a token at the input rate.
+    expect(row.chargeMicros).toBe(Math.ceil((body.length * SIM_SMALL.inputRateThousandths) / 1000));
+    expect(row.chargeMicros).toBeLessThan(row.holdMicros);
+    const after = await stack.balance();
+    expect(before.availableMicros - after.availableMicros).toBe(row.chargeMicros);
+  });
+
   it('a key credit limit refuses 402 naming settled and held; other keys keep serving', async () => {
     const limited = await createKey(stack.admin, { workspaceId: stack.workspaceId });
     await setKeyCreditLimit(stack.admin, { workspaceId: stack.workspaceId, keyId: limited.keyId, limitMinor: 1, window: 'monthly' });
