@@ -183,6 +183,7 @@ async function main(): Promise<void> {
     await server.close();
     wiring.upstream.close();
     wiring.doc.destroy();
+    wiring.wire.destroy();
   };
 
   process.on('message', (raw: ToGateway) => {

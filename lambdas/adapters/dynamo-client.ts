@@ -1,16 +1,32 @@
 /**
- * The DynamoDB DocumentClient every function builds once at cold start: DynamoDB Local when an
- * endpoint is configured (local mode, tests), the Lambda's own region and role otherwise.
+ * The DynamoDB clients every function builds once at cold start: DynamoDB Local when an endpoint
+ * is configured (local mode, tests), the Lambda's own region and role otherwise.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { RuntimeConfig } from '../shared/config';
+import { DynamoWire } from './dynamo-wire';
+
+const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
 export function documentClient(config: Pick<RuntimeConfig, 'dynamoEndpoint'>): DynamoDBDocumentClient {
   const client = new DynamoDBClient(
-    config.dynamoEndpoint === undefined
-      ? {}
-      : { endpoint: config.dynamoEndpoint, region: 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } },
+    config.dynamoEndpoint === undefined ? {} : { endpoint: config.dynamoEndpoint, region: 'local', credentials: LOCAL_CREDENTIALS },
   );
   return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+}
+
+/**
+ * The lean client for the gateway's per-request calls, on the same endpoint, region and
+ * credentials as the SDK client `doc` (whose providers cache and refresh the role's credentials).
+ */
+export function wireClient(config: Pick<RuntimeConfig, 'dynamoEndpoint'>, doc: DynamoDBDocumentClient, env: NodeJS.ProcessEnv = process.env): DynamoWire {
+  if (config.dynamoEndpoint !== undefined) {
+    return new DynamoWire({ endpoint: config.dynamoEndpoint, region: 'local', credentials: () => Promise.resolve(LOCAL_CREDENTIALS) });
+  }
+  const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+  if (region === undefined) throw new Error('AWS_REGION is not set');
+  const sdk = doc.config;
+  const endpoint = sdk.endpointProvider({ Region: region, UseFIPS: false, UseDualStack: false, AccountIdEndpointMode: 'disabled' }).url.href;
+  return new DynamoWire({ endpoint, region, credentials: () => sdk.credentials() });
 }

@@ -2,7 +2,8 @@
  * Keys, workspaces, members and routing profiles read from DynamoDB, cached in memory for a few
  * seconds (SLUICE_CACHE_TTL_MS): a revocation, pause or limit change bites within that time.
  */
-import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import type { DocumentSender } from './dynamo-wire';
 import type { KeyRecord, MemberRecord, ProfileRecord, WorkspaceRecord } from '../shared/records';
 import type { KeyDirectory, WorkspaceDirectory } from '../gateway/ports';
 import { TtlCache } from './ttl-cache';
@@ -18,7 +19,7 @@ export class DynamoDirectory implements KeyDirectory, WorkspaceDirectory {
   roundTrips = 0;
 
   constructor(
-    private readonly doc: DynamoDBDocumentClient,
+    private readonly doc: DocumentSender,
     private readonly tables: DirectoryTables,
     ttlMs: number,
     clock: () => number = Date.now,

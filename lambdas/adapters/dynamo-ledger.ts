@@ -14,11 +14,11 @@ import {
   GetCommand,
   TransactWriteCommand,
   UpdateCommand,
-  type DynamoDBDocumentClient,
 } from '@aws-sdk/lib-dynamodb';
 import { bucketOf, partitionBuckets, spendRetryAfterSeconds } from '../core/spend-rate';
 import { secondsToNextMinute, windowEnd, windowKeys } from '../core/windows';
 import type { HoldRecord, UsageRecord } from '../shared/records';
+import type { DocumentSender } from './dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
@@ -91,14 +91,15 @@ export class DynamoLedger implements Ledger {
   roundTrips = 0;
 
   constructor(
-    private readonly doc: DynamoDBDocumentClient,
+    /** The gateway passes the lean {@link DynamoWire}; the sweeper and tests may pass the SDK's DocumentClient. */
+    private readonly doc: DocumentSender,
     private readonly tables: LedgerTables,
     /** Told of each transaction conflict (a CloudWatch metric when deployed). */
     private readonly onConflict: () => void = () => undefined,
   ) {}
 
   /** The client, counting one round trip per use. */
-  private get db(): DynamoDBDocumentClient {
+  private get db(): DocumentSender {
     this.roundTrips += 1;
     return this.doc;
   }

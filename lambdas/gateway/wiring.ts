@@ -9,10 +9,11 @@ import type { Writable } from 'node:stream';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { documentClient } from '../adapters/dynamo-client';
+import { documentClient, wireClient } from '../adapters/dynamo-client';
 import { DynamoCatalog } from '../adapters/dynamo-catalog';
 import { DynamoDirectory } from '../adapters/dynamo-directory';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
+import type { DynamoWire } from '../adapters/dynamo-wire';
 import { ConsoleTelemetry, EmfTelemetry } from '../adapters/emf-telemetry';
 import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
@@ -25,6 +26,8 @@ import type { ResponseSink, Telemetry } from './ports';
 export interface Wiring {
   readonly gateway: Gateway;
   readonly doc: DynamoDBDocumentClient;
+  /** The lean client the ledger and key lookups use on every request. */
+  readonly wire: DynamoWire;
   readonly ledger: DynamoLedger;
   readonly directory: DynamoDirectory;
   readonly catalog: DynamoCatalog;
@@ -34,11 +37,12 @@ export interface Wiring {
 /** Builds the gateway on DynamoDB, Secrets Manager (or local secrets) and node:http. */
 export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, overrides: Partial<GatewayDeps> = {}): Wiring {
   const doc = documentClient(config);
+  const wire = wireClient(config, doc, env);
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
   // Local mode prints a short line per request; deployed stages log EMF for CloudWatch.
   const telemetry: Telemetry = overrides.telemetry ?? (config.stage === 'local' ? new ConsoleTelemetry() : new EmfTelemetry(config.stage));
-  const ledger = new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => telemetry.count?.('TransactionConflicts', 1));
-  const directory = new DynamoDirectory(doc, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
+  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => telemetry.count?.('TransactionConflicts', 1));
+  const directory = new DynamoDirectory(wire, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
   const upstream = new HttpUpstream();
   const secrets =
@@ -60,7 +64,7 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     newId: idBytes,
     ...overrides,
   });
-  return { gateway, doc, ledger, directory, catalog, upstream };
+  return { gateway, doc, wire, ledger, directory, catalog, upstream };
 }
 
 /** The Lambda Function URL event as the core's request. */

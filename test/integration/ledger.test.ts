@@ -1,10 +1,13 @@
 /**
- * The ledger on DynamoDB Local: every limit refuses with its code and holds nothing, races never
+ * The ledger on DynamoDB Local, over the lean client the gateway uses (the sweeper's tests run it
+ * over the SDK's DocumentClient): every limit refuses with its code and holds nothing, races never
  * over-admit, settlement is exact and idempotent, and the invariant holds after every test:
  * credited = available + held + spent, with held back to 0.
  */
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
+import type { DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
 import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
@@ -14,16 +17,21 @@ import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;
 let ledger: DynamoLedger;
+let wire: DynamoWire;
 let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
 
 beforeAll(async () => {
   tables = await testTables();
-  ledger = new DynamoLedger(tables.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc);
+  ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
   admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });
 
-afterAll(() => tables.client.destroy());
+afterAll(() => {
+  wire.destroy();
+  tables.client.destroy();
+});
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };

@@ -131,6 +131,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       await server.close();
       wiring.upstream.close();
       wiring.doc.destroy();
+      wiring.wire.destroy();
       await sim.close();
       tables.client.destroy();
       rmSync(secretsDir, { recursive: true, force: true });
