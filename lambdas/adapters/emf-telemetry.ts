@@ -2,12 +2,31 @@
  * Telemetry as CloudWatch Embedded Metric Format: one JSON log line per request carries both the
  * structured log fields and the metrics (namespace `Sluice`, dimension `Stage`). Only metadata:
  * ids, model, status, code, timings, money; never a body or a key.
+ *
+ * A request's upstream calls ride on its own line (a second metric directive, by `Stage` and
+ * `Provider`) rather than a line each: a log line is a write to the runtime's log pipe, which
+ * costs more CPU than anything else the telemetry does. Calls to a provider other than the
+ * first one (a fallback across providers) get a line of their own.
  */
 import type { Telemetry } from '../gateway/ports';
 
 type Fields = Readonly<Record<string, string | number | boolean | undefined>>;
+type UpstreamCall = Parameters<NonNullable<Telemetry['upstream']>>[0];
+interface Directive {
+  readonly Namespace: string;
+  readonly Dimensions: string[][];
+  readonly Metrics: { Name: string; Unit: string }[];
+}
+
+const NAMESPACE = 'Sluice';
+const UPSTREAM_METRIC = { Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' };
+/** EMF takes at most 100 values for one metric in one line. */
+const MAX_VALUES = 100;
 
 export class EmfTelemetry implements Telemetry {
+  /** Upstream calls waiting for their request's line, by request id. */
+  private readonly pending = new Map<string, UpstreamCall[]>();
+
   constructor(
     private readonly stage: string,
     private readonly write: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
@@ -20,7 +39,7 @@ export class EmfTelemetry implements Telemetry {
       { Name: 'Requests', Unit: 'Count' },
       { Name: 'LatencyMs', Unit: 'Milliseconds' },
     ];
-    const values: Record<string, number> = { Requests: 1, LatencyMs: Number(fields.durationMs ?? 0) };
+    const values: Record<string, number | number[]> = { Requests: 1, LatencyMs: Number(fields.durationMs ?? 0) };
     if (typeof fields.firstByteMs === 'number') {
       metrics.push({ Name: 'TimeToFirstByteMs', Unit: 'Milliseconds' });
       values.TimeToFirstByteMs = fields.firstByteMs;
@@ -33,26 +52,49 @@ export class EmfTelemetry implements Telemetry {
       metrics.push({ Name: 'Refusals', Unit: 'Count' });
       values.Refusals = 1;
     }
-    const dims = refused ? [['Stage'], ['Stage', 'Code']] : [['Stage']];
-    this.emit({ ...fields, Code: refused ? String(fields.code ?? `http_${status}`) : undefined }, metrics, values, dims);
+    const directives: Directive[] = [{ Namespace: NAMESPACE, Dimensions: refused ? [['Stage'], ['Stage', 'Code']] : [['Stage']], Metrics: metrics }];
+    const extra: Record<string, string | number | undefined> = { Code: refused ? String(fields.code ?? `http_${status}`) : undefined };
+
+    const requestId = typeof fields.requestId === 'string' ? fields.requestId : undefined;
+    const calls = requestId === undefined ? undefined : this.pending.get(requestId);
+    if (requestId !== undefined) this.pending.delete(requestId);
+    if (calls !== undefined && calls.length > 0) {
+      const provider = (calls[0] as UpstreamCall).provider;
+      const own = calls.filter((c) => c.provider === provider).slice(-MAX_VALUES);
+      directives.push({ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: [UPSTREAM_METRIC] });
+      extra.Provider = provider;
+      extra.upstreamStatus = (own[own.length - 1] as UpstreamCall).status;
+      values.UpstreamLatencyMs = own.length === 1 ? (own[0] as UpstreamCall).latencyMs : own.map((c) => c.latencyMs);
+      for (const other of calls.filter((c) => c.provider !== provider)) this.upstreamLine(other);
+    }
+    this.emit({ ...fields, ...extra }, directives, values);
   }
 
   count(name: string, value: number): void {
-    this.emit({ event: 'count' }, [{ Name: name, Unit: 'Count' }], { [name]: value }, [['Stage']]);
+    this.emit({ event: 'count' }, [{ Namespace: NAMESPACE, Dimensions: [['Stage']], Metrics: [{ Name: name, Unit: 'Count' }] }], { [name]: value });
   }
 
-  upstream(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void {
+  upstream(call: UpstreamCall): void {
+    if (call.requestId === undefined) {
+      this.upstreamLine(call);
+      return;
+    }
+    const calls = this.pending.get(call.requestId);
+    if (calls === undefined) this.pending.set(call.requestId, [call]);
+    else calls.push(call);
+  }
+
+  private upstreamLine(call: UpstreamCall): void {
     this.emit(
-      { event: 'upstream', Provider: fields.provider, upstreamStatus: fields.status },
-      [{ Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' }],
-      { UpstreamLatencyMs: fields.latencyMs },
-      [['Stage', 'Provider']],
+      { event: 'upstream', requestId: call.requestId, Provider: call.provider, upstreamStatus: call.status },
+      [{ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: [UPSTREAM_METRIC] }],
+      { UpstreamLatencyMs: call.latencyMs },
     );
   }
 
-  private emit(fields: Fields, metrics: { Name: string; Unit: string }[], values: Record<string, number>, dimensions: string[][]): void {
+  private emit(fields: Fields, directives: Directive[], values: Record<string, number | number[]>): void {
     const line = {
-      _aws: { Timestamp: Date.now(), CloudWatchMetrics: [{ Namespace: 'Sluice', Dimensions: dimensions, Metrics: metrics }] },
+      _aws: { Timestamp: Date.now(), CloudWatchMetrics: directives },
       Stage: this.stage,
       ...fields,
       ...values,

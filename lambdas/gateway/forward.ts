@@ -231,7 +231,7 @@ async function attempt(args: ForwardArgs, candidate: Candidate, overall: AbortSi
       signal: firstByte === undefined ? overall : AbortSignal.any([overall, firstByte.signal]),
     });
     clearTimeout(firstByteTimer);
-    deps.telemetry.upstream?.({ provider: candidate.provider.name, status: response.status, latencyMs: deps.clock() - started });
+    deps.telemetry.upstream?.({ requestId: args.requestId, provider: candidate.provider.name, status: response.status, latencyMs: deps.clock() - started });
     if (response.status >= 200 && response.status < 300) return { kind: 'reply', response, injectedUsage };
     const errBody = parseJson(await readLimited(response.body, MAX_ERROR_BODY));
     return { kind: 'failed', failure: failureFor(response.status, response.headers, errBody, candidate) };

@@ -139,6 +139,6 @@ export interface Telemetry {
   request(fields: Readonly<Record<string, string | number | boolean | undefined>>): void;
   /** A count of something that happened (e.g. `TransactionConflicts`). */
   count?(name: string, value: number): void;
-  /** One upstream call's status and latency, by provider. */
-  upstream?(fields: { readonly provider: string; readonly status: number; readonly latencyMs: number }): void;
+  /** One upstream call's status and latency, by provider; reported before its request's line. */
+  upstream?(fields: { readonly requestId?: string; readonly provider: string; readonly status: number; readonly latencyMs: number }): void;
 }
