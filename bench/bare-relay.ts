@@ -7,6 +7,7 @@
  */
 import http from 'node:http';
 import type { FromGateway, GatewayStats, ToGateway } from './protocol';
+import { mainThreadWakeups } from './wakeups';
 
 function send(message: FromGateway): void {
   process.send?.(message);
@@ -68,6 +69,7 @@ async function main(): Promise<void> {
     return {
       cpuUserUs: cpu.user,
       cpuSystemUs: cpu.system,
+      wakeups: mainThreadWakeups(),
       rss: m.rss,
       heapUsed: m.heapUsed,
       external: m.external,

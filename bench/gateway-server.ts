@@ -23,6 +23,7 @@ import { loadConfig } from '../lambdas/shared/config';
 import { serveLambda, type StreamingHandler } from '../local/http-server';
 import { installLambdaShim } from '../local/lambda-shim';
 import type { FromGateway, GatewayStats, Phases, ToGateway, TripSample } from './protocol';
+import { mainThreadWakeups } from './wakeups';
 
 const PEAK_SAMPLE_MS = 10;
 
@@ -165,6 +166,7 @@ async function main(): Promise<void> {
     return {
       cpuUserUs: cpu.user,
       cpuSystemUs: cpu.system,
+      wakeups: mainThreadWakeups(),
       rss: m.rss,
       heapUsed: m.heapUsed,
       external: m.external,

@@ -62,6 +62,8 @@ export interface GatewayStats {
   /** `process.cpuUsage()`, microseconds, cumulative. */
   readonly cpuUserUs: number;
   readonly cpuSystemUs: number;
+  /** The main thread's wake-ups (voluntary context switches), cumulative; -1 off Linux. See `wakeups.ts`. */
+  readonly wakeups: number;
   readonly rss: number;
   readonly heapUsed: number;
   readonly external: number;

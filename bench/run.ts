@@ -33,6 +33,7 @@ import { startDynamoLocal } from '../local/dynamo-local';
 import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv, measureModuleInit, type Bundles, type InitResult } from './bundle';
 import { cdfChart } from './chart';
+import { busyChunkCpu, type BusyChunkCpu, type BusyPhase, type BusyPlan } from './chunk-cpu';
 import { closedLoop, post, postStream, targetFrom, type LoadResult, type StreamTiming, type Target, type Timing } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
 import { renderProfile, summarizeProfile, type ProfileSummary } from './profile-summary';
@@ -55,6 +56,11 @@ interface Plan {
   readonly gapTokens: number;
   readonly gapDelayMs: number;
   readonly shortTokens: number;
+  /** Paced streams in flight at once for the busy-process per-chunk CPU (`chunk-cpu.ts`). */
+  readonly busyConcurrency: number;
+  /** Streams per busy phase, and the output tokens of each long one. */
+  readonly busyStreams: number;
+  readonly busyTokens: number;
   readonly bigBytes: number;
   readonly initRuns: number;
 }
@@ -72,6 +78,9 @@ const FULL: Plan = {
   gapTokens: 100,
   gapDelayMs: 2,
   shortTokens: 2,
+  busyConcurrency: 48,
+  busyStreams: 192,
+  busyTokens: 1_000,
   bigBytes: 100 * 1024 * 1024,
   initRuns: 7,
 };
@@ -86,6 +95,8 @@ const QUICK: Plan = {
   rounds: 1,
   ttfbStreams: 40,
   gapStreams: 6,
+  busyStreams: 96,
+  busyTokens: 600,
   bigBytes: 10 * 1024 * 1024,
   initRuns: 3,
 };
@@ -589,6 +600,23 @@ async function main(): Promise<void> {
     const cpuPerChunkUs = perChunk(cpuUs(long0.gateway, long1.gateway), streamCounts.gateway.frames, shortCpu.gateway, shortCounts.gateway.frames);
     const relayCpuPerChunkUs = perChunk(cpuUs(long0.relay, long1.relay), streamCounts.relay.frames, shortCpu.relay, shortCounts.relay.frames);
 
+    // --- 6b. Per-chunk CPU with the process kept busy: many paced streams in flight at once, so
+    // the figure is what a chunk costs and not the machine's price for waking an idle process.
+    log(`busy per-chunk CPU (${plan.busyStreams} paced streams per phase, ${plan.busyConcurrency} in flight, ${plan.busyTokens} tokens then ${plan.shortTokens})`);
+    const busyPlan: BusyPlan = { concurrency: plan.busyConcurrency, streams: plan.busyStreams, tokens: plan.busyTokens, shortTokens: plan.shortTokens, delayMs: plan.gapDelayMs };
+    const busyBodies = new Map<number, Bodies>();
+    const busyBody = (maxTokens: number): Bodies => {
+      let b = busyBodies.get(maxTokens);
+      if (b === undefined) busyBodies.set(maxTokens, (b = bodies(MODEL_PACED, true, maxTokens)));
+      return b;
+    };
+    // Streams go round the seeded workspaces, as many callers would, not all to one ledger row.
+    const gwBusy = await busyChunkCpu(
+      { name: 'gateway', proc: gw, sim, model: MODEL_PACED, stream: (i, max) => postStream(gwT, busyBody(max).gateway, authHeaders((callers[i % callers.length] as Caller).rawKey)) },
+      busyPlan,
+    );
+    const relayBusy = await busyChunkCpu({ name: 'relay', proc: relay, sim, model: MODEL_PACED, stream: (_i, max) => postStream(relayT, busyBody(max).direct, directKey) }, busyPlan);
+
     // --- 7. A 100 MiB streamed reply: the gateway's memory, and its speed against the direct call.
     const bytesPerFrame = streamCounts.gateway.bytes / Math.max(1, streamCounts.gateway.frames);
     const bigTokens = Math.ceil((plan.bigBytes / bytesPerFrame) * 1.02);
@@ -672,8 +700,13 @@ async function main(): Promise<void> {
         relayPerRequestUs: relayCpu.totalUs,
         sdkPerTransactionUs: summarize(txnCpuUs).mean,
         sluiceOwnPerRequestUs: cpuPerRequestUs - relayCpu.totalUs - 2 * summarize(txnCpuUs).mean,
-        perChunkPacedUs: cpuPerChunkUs,
-        relayPerChunkPacedUs: relayCpuPerChunkUs,
+        perChunkBusyUs: gwBusy.perChunkUs,
+        relayPerChunkBusyUs: relayBusy.perChunkUs,
+        busy: { gateway: gwBusy, relay: relayBusy },
+        perChunkPacedSequentialUs: cpuPerChunkUs,
+        relayPerChunkPacedSequentialUs: relayCpuPerChunkUs,
+        wakeupsPerChunkPacedSequential: wakeupsPer(long0.gateway, long1.gateway, streamCounts.gateway.frames),
+        relayWakeupsPerChunkPacedSequential: wakeupsPer(long0.relay, long1.relay, streamCounts.relay.frames),
         perChunkUnpacedUs: big.cpuPerChunkUs,
         framesPerLongStream: streamCounts.gateway.frames / plan.gapStreams,
         framesPerShortStream: shortCounts.gateway.frames / plan.gapStreams,
@@ -743,6 +776,11 @@ async function main(): Promise<void> {
 
 function cpuUs(a: GatewayStats, b: GatewayStats): number {
   return b.cpuUserUs - a.cpuUserUs + (b.cpuSystemUs - a.cpuSystemUs);
+}
+
+/** Main-thread wake-ups between two stats, per frame; NaN when the process cannot tell. */
+function wakeupsPer(a: GatewayStats, b: GatewayStats, frames: number): number {
+  return a.wakeups < 0 || b.wakeups < 0 ? Number.NaN : (b.wakeups - a.wakeups) / Math.max(1, frames);
 }
 
 function totalTrips(s: GatewayStats): number {
@@ -819,8 +857,23 @@ interface CpuFigures {
   readonly sdkPerTransactionUs: number;
   /** Gateway minus bare relay minus two SDK calls (admit, settle): Sluice's own code. */
   readonly sluiceOwnPerRequestUs: number;
-  readonly perChunkPacedUs: number;
-  readonly relayPerChunkPacedUs: number;
+  /**
+   * CPU one more chunk costs with the process kept busy (`busyConcurrency` paced streams in
+   * flight; see `chunk-cpu.ts`): the figure the per-chunk target is judged on.
+   */
+  readonly perChunkBusyUs: number;
+  /** The same for the bare relay (control). */
+  readonly relayPerChunkBusyUs: number;
+  readonly busy: { readonly gateway: BusyChunkCpu; readonly relay: BusyChunkCpu };
+  /**
+   * One paced stream at a time: every chunk wakes an idle process, so on a virtual machine this
+   * is mostly the price of a wake-up (the bare relay's figure shows how much), not the code's.
+   */
+  readonly perChunkPacedSequentialUs: number;
+  readonly relayPerChunkPacedSequentialUs: number;
+  /** The main thread's wake-ups per frame over those streams (about one: it sleeps between chunks). */
+  readonly wakeupsPerChunkPacedSequential: number;
+  readonly relayWakeupsPerChunkPacedSequential: number;
   readonly perChunkUnpacedUs: number;
   readonly framesPerLongStream: number;
   readonly framesPerShortStream: number;
@@ -947,7 +1000,12 @@ function targets(f: RunFigures): TargetResult[] {
       met: Math.max(f.big.rssGrowth, f.big.heapGrowth + f.big.externalGrowth) < 64 * MB && f.big.sawDone && f.big.gatewayBytes >= f.plan.bigBytes,
     },
     { name: 'gateway CPU per non-streamed request', figure: `${round(f.cpu.perNonStreamedRequestUs / 1000)} ms`, limit: '<= 0.5 ms', met: f.cpu.perNonStreamedRequestUs <= 500 },
-    { name: 'gateway CPU per SSE chunk (paced)', figure: `${round(f.cpu.perChunkPacedUs)} us`, limit: '<= 10 us', met: f.cpu.perChunkPacedUs <= 10 },
+    {
+      name: 'gateway CPU per SSE chunk (paced, busy process)',
+      figure: `${round(f.cpu.perChunkBusyUs)} us with ${f.cpu.busy.gateway.concurrency} streams in flight (bare relay ${round(f.cpu.relayPerChunkBusyUs)} us)`,
+      limit: '<= 10 us',
+      met: f.cpu.perChunkBusyUs <= 10,
+    },
     { name: 'bundled gateway size (minified)', figure: `${f.bundles.handlerBytes} B`, limit: '<= 1 MB (1,000,000 B)', met: f.bundles.handlerBytes <= 1_000_000 },
     { name: 'module init (median, fresh process)', figure: ms(f.init.requireMs.p50), limit: '<= 150 ms', met: f.init.requireMs.p50 <= 150 },
   ];
@@ -982,6 +1040,10 @@ function buildResults(f: RunFigures): Results {
     targets: targets(f),
     ...(f.profile === undefined ? {} : { profile: f.profile }),
   };
+}
+
+function wakesPerFrame(p: BusyPhase): number {
+  return p.wakeups < 0 ? Number.NaN : p.wakeups / Math.max(1, p.frames);
 }
 
 function alignRight(rows: readonly (readonly string[])[]): string {
@@ -1034,8 +1096,16 @@ function renderTables(r: Results): string {
     ['  control: bare relay CPU per request', `${n(c.relayPerRequestUs)} us`],
     ['  control: AWS SDK client CPU per TransactWriteItems', `${n(c.sdkPerTransactionUs)} us (x2 per request: admit, settle)`],
     ['  gateway - relay - 2 x SDK: Sluice, shim, EMF (rough)', `${n(c.sluiceOwnPerRequestUs)} us`],
-    ['gateway CPU per SSE chunk: paced / unpaced', `${n(c.perChunkPacedUs)} us / ${n(c.perChunkUnpacedUs)} us`],
-    ['  control: bare relay CPU per paced chunk', `${n(c.relayPerChunkPacedUs)} us`],
+    ['gateway CPU per SSE chunk: paced, busy / unpaced', `${n(c.perChunkBusyUs)} us (${c.busy.gateway.concurrency} streams in flight) / ${n(c.perChunkUnpacedUs)} us`],
+    ['  control: bare relay CPU per paced chunk, busy', `${n(c.relayPerChunkBusyUs)} us`],
+    ['  busy: gateway - relay (Sluice, shim and their stream layers)', `${n(c.perChunkBusyUs - c.relayPerChunkBusyUs)} us`],
+    ['  busy: per-stream fixed CPU, gateway / relay', `${n(c.busy.gateway.perStreamFixedUs)} us / ${n(c.busy.relay.perStreamFixedUs)} us`],
+    ['  busy: frames, gateway / relay (reads with >1 frame)', `${c.busy.gateway.long.frames} / ${c.busy.relay.long.frames} (${c.busy.gateway.long.coalescedReads} / ${c.busy.relay.long.coalescedReads})`],
+    ['  busy: wake-ups per frame, gateway / relay', `${n(wakesPerFrame(c.busy.gateway.long))} / ${n(wakesPerFrame(c.busy.relay.long))}`],
+    [
+      'gateway CPU per paced chunk, one stream at a time',
+      `${n(c.perChunkPacedSequentialUs)} us (bare relay ${n(c.relayPerChunkPacedSequentialUs)} us); wake-ups per frame ${n(c.wakeupsPerChunkPacedSequential)} / ${n(c.relayWakeupsPerChunkPacedSequential)}`,
+    ],
     ['paced frames received: gateway / direct / relay', `${fr.gateway.frames} / ${fr.direct.frames} / ${fr.relay.frames} (reads with >1 frame: ${fr.gateway.coalescedReads} / ${fr.direct.coalescedReads} / ${fr.relay.coalescedReads})`],
     ['round trips before 1st byte, warm: non-stream | stream', `${fmtHist(rt.nonStreamed.ledgerBeforeFirstByteOnWarm)} | ${fmtHist(rt.streamed.ledgerBeforeFirstByteOnWarm)}  (trips:requests)`],
     ['cache-refresh reads before 1st byte: non-stream | stream', `${fmtHist(rt.nonStreamed.lookupsBeforeFirstByte)} | ${fmtHist(rt.streamed.lookupsBeforeFirstByte)}`],

@@ -10,9 +10,11 @@
  * one error frame in SPEC's envelope instead (DESIGN decision 9), and nothing after it passes.
  */
 import type { EndpointFamily, TokenCounts } from '../shared/records';
+import { FrameScan } from './sse-scan';
 
-const LF_LF = Buffer.from('\n\n');
-const CRLF_CRLF = Buffer.from('\r\n\r\n');
+const EMPTY = Buffer.alloc(0);
+const LF = 0x0a;
+const CR = 0x0d;
 const DONE = '[DONE]';
 /**
  * The `"usage":null` member OpenAI adds to every chunk once usage is asked for, however spaced.
@@ -71,9 +73,15 @@ export interface RelayStep {
   readonly fault?: RelayFault;
 }
 
-/** Incremental relay of one provider stream. */
+/**
+ * Incremental relay of one provider stream. Most frames are judged from a quick scan of their
+ * bytes (`sse-scan.ts`); the few that matter (usage counts, the end marker, faults, terminal
+ * events) and any the scan is not sure of are decoded and parsed in full.
+ */
 export class SseRelay {
-  private pending: Buffer = Buffer.alloc(0);
+  private pending: Buffer = EMPTY;
+  /** The quick look that spares the common frame a decode and a `JSON.parse` (see `sse-scan.ts`). */
+  private readonly scan = new FrameScan();
   /** Counts reported by the provider in the stream, once seen. */
   usage: TokenCounts | undefined;
   /**
@@ -98,18 +106,16 @@ export class SseRelay {
   /** Feeds one upstream chunk; returns what to forward now. */
   push(chunk: Buffer): RelayStep {
     const buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
-    const pieces: Buffer[] = [];
+    // One frame per chunk is the common case: no array for it.
+    let out: Buffer | undefined;
+    let pieces: Buffer[] | undefined;
     let start = 0;
     let done: Buffer | undefined;
     let fault: RelayFault | undefined;
     for (;;) {
-      const lf = buf.indexOf(LF_LF, start);
-      const crlf = buf.indexOf(CRLF_CRLF, start);
-      let end: number;
-      if (lf === -1 && crlf === -1) break;
-      if (crlf !== -1 && (lf === -1 || crlf < lf)) end = crlf + 4;
-      else end = lf + 2;
-      const frame = buf.subarray(start, end);
+      const end = frameEnd(buf, start);
+      if (end === -1) break;
+      const frame = start === 0 && end === buf.length ? buf : buf.subarray(start, end);
       start = end;
       if (this.ended || this.fault !== undefined) continue; // nothing after the end marker or a fault
       const kept = this.inspect(frame);
@@ -122,10 +128,12 @@ export class SseRelay {
         fault = this.fault;
         continue;
       }
-      if (kept !== undefined) pieces.push(kept);
+      if (kept === undefined) continue;
+      if (out === undefined) out = kept;
+      else (pieces ??= [out]).push(kept);
     }
-    this.pending = start === buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
-    const out = pieces.length === 0 ? undefined : pieces.length === 1 ? pieces[0] : Buffer.concat(pieces);
+    this.pending = start === buf.length ? EMPTY : Buffer.from(buf.subarray(start));
+    if (pieces !== undefined) out = Buffer.concat(pieces);
     if (fault !== undefined) return { out, fault };
     return done === undefined ? { out } : { out, done };
   }
@@ -134,7 +142,7 @@ export class SseRelay {
   flush(): Buffer | undefined {
     if (this.pending.length === 0 || this.ended) return undefined;
     const rest = this.pending;
-    this.pending = Buffer.alloc(0);
+    this.pending = EMPTY;
     return rest;
   }
 
@@ -159,6 +167,8 @@ export class SseRelay {
 
   /** Returns the frame to forward, `undefined` to withhold it, `'done'` for the end marker, or `'fault'`. */
   private inspect(frame: Buffer): Buffer | undefined | 'done' | 'fault' {
+    const quick = this.quick(frame);
+    if (quick !== null) return quick;
     const fields = frameFields(frame);
     if (fields.data === undefined) return frame; // a comment or keep-alive
     if (this.options.family === 'chat_completions') {
@@ -198,10 +208,50 @@ export class SseRelay {
     return frame;
   }
 
+  /**
+   * The common frame, judged from the scan alone: what `inspect` would return for it, or null
+   * when the scan is not sure or the frame needs the full parse (the end marker, a fault, usage
+   * counts, a terminal responses event).
+   */
+  private quick(frame: Buffer): Buffer | null {
+    const scan = this.scan;
+    if (!scan.read(frame, 0, frame.length)) return null;
+    if (this.options.family === 'chat_completions') {
+      this.frames += 1;
+      // Stripping the injected `"usage":null` (see `inspect`): the scan found where it is.
+      return this.options.injectedUsage && scan.stripFrom >= 0 ? without(frame, scan.stripFrom, scan.stripTo) : frame;
+    }
+    const type = scan.type ?? scan.event;
+    if (scan.event === 'error' || type === 'error' || (type !== undefined && RESPONSE_END_TYPES.has(type))) return null;
+    if (type !== undefined && type.endsWith('.delta')) this.frames += 1;
+    return frame;
+  }
+
   private broke(fault: RelayFault): 'fault' {
     this.fault = fault;
     return 'fault';
   }
+}
+
+/**
+ * Where the frame starting at `start` ends: just after its first blank line, `\n\n` or
+ * `\r\n\r\n`, whichever comes first; -1 when it has not arrived yet. Every blank line holds a
+ * line feed, so only the line feeds are visited (one for a one-line frame), each found natively.
+ */
+function frameEnd(buf: Buffer, start: number): number {
+  for (let p = buf.indexOf(LF, start); p !== -1; p = buf.indexOf(LF, p + 1)) {
+    if (p > start && buf[p - 1] === CR && buf[p + 1] === CR && buf[p + 2] === LF) return p + 3;
+    if (buf[p + 1] === LF) return p + 2;
+  }
+  return -1;
+}
+
+/** `frame` less the bytes `[from, to)`, in a new buffer. */
+function without(frame: Buffer, from: number, to: number): Buffer {
+  const out = Buffer.allocUnsafe(frame.length - (to - from));
+  frame.copy(out, 0, 0, from);
+  frame.copy(out, from, to);
+  return out;
 }
 
 /** The `event:` name and the joined `data:` lines of one frame (SSE: one optional space after the colon). */

@@ -7,10 +7,11 @@
 import { SluiceError, errorFrame, relayedRefusal, type ErrorKind } from '../core/errors';
 import { setTopLevel } from '../core/json-splice';
 import { chargeMicros, costMicros, promptBound, sizeHold, type HoldSize, type Rates } from '../core/pricing';
-import { SseRelay, readUsage, usageComment, type RelayFault } from '../core/sse';
+import { SseRelay, readUsage, usageComment, type RelayFault, type RelayStep } from '../core/sse';
 import type { CatalogModel } from '../shared/catalog-types';
 import type { EndpointFamily, HoldRecord, Outcome, TokenCounts } from '../shared/records';
 import type { GatewayDeps } from './app';
+import { eachChunk } from './each-chunk';
 import type { AdmissionLimits, ResponseSink, UpstreamResponse } from './ports';
 import { requestIdHeaders, writeErrorResponse } from './respond';
 import { baseUrl, buildUpstreamBody, endpointUrl, serviceKey, upstreamHeaders } from './providers';
@@ -389,36 +390,52 @@ async function relayStream(
   let ending: Ending | undefined;
   let doneFrame: Buffer | undefined;
   let clientGone = false;
-  try {
-    for await (const chunk of response.body) {
-      const step = relay.push(chunk as Buffer);
-      if (step.out !== undefined && !(await tryWrite(sink, step.out))) {
-        // The client went away: stop the provider too, and settle on what it produced.
-        clientGone = true;
-        ending = { kind: 'upstream_stream_failed', message: 'The client went away.', outcome: 'client_disconnected' };
-        break;
-      }
-      if (step.fault !== undefined) {
-        ending = brokenStream(candidate, step.fault);
-        break;
-      }
-      if (step.done !== undefined) {
-        doneFrame = step.done;
-        break;
-      }
-      if (candidate.byokSecret === undefined && relay.frames > coveredTokens + FRAME_SLACK) {
-        // The provider is producing past what the hold covers: grow the hold or end the stream.
-        const extraTokens = Math.max(EXTENSION_TOKENS, Math.ceil(coveredTokens / 4));
-        const grown = await deps.ledger.extend(hold, costMicros(extraTokens, outputRate), args.limits, deps.clock()).catch(() => false);
-        if (!grown) {
-          ending = { kind: 'balance_exhausted', message: 'The workspace balance ran out part way; the reply is cut here and charged for what it produced.', outcome: 'balance_exhausted' };
-          overall.abort();
-          break;
-        }
-        coveredTokens += extraTokens;
-        hold = { ...hold, amountMicros: hold.amountMicros + costMicros(extraTokens, outputRate) };
-      }
+  /** The provider is producing past what the hold covers: grow the hold, or end the stream (true). */
+  const outgrown = async (): Promise<boolean> => {
+    const extraTokens = Math.max(EXTENSION_TOKENS, Math.ceil(coveredTokens / 4));
+    const grown = await deps.ledger.extend(hold, costMicros(extraTokens, outputRate), args.limits, deps.clock()).catch(() => false);
+    if (!grown) {
+      ending = { kind: 'balance_exhausted', message: 'The workspace balance ran out part way; the reply is cut here and charged for what it produced.', outcome: 'balance_exhausted' };
+      overall.abort();
+      return true;
     }
+    coveredTokens += extraTokens;
+    hold = { ...hold, amountMicros: hold.amountMicros + costMicros(extraTokens, outputRate) };
+    return false;
+  };
+  /** What follows a chunk once its bytes are written: true ends the relay. */
+  const afterWrite = (step: RelayStep): boolean | Promise<boolean> => {
+    if (step.fault !== undefined) {
+      ending = brokenStream(candidate, step.fault);
+      return true;
+    }
+    if (step.done !== undefined) {
+      doneFrame = step.done;
+      return true;
+    }
+    return candidate.byokSecret === undefined && relay.frames > coveredTokens + FRAME_SLACK ? outgrown() : false;
+  };
+  const clientLeft = (): true => {
+    // The client went away: stop the provider too, and settle on what it produced.
+    clientGone = true;
+    ending = { kind: 'upstream_stream_failed', message: 'The client went away.', outcome: 'client_disconnected' };
+    return true;
+  };
+  try {
+    // Chunk by chunk as they arrive. A chunk the client's side takes at once is relayed with no
+    // promise at all (`for await` and an awaited write cost two promises and a generator step per
+    // chunk); a write that must wait, or a hold extension, pauses the provider's body meanwhile.
+    await eachChunk(response.body, (chunk) => {
+      const step = relay.push(chunk);
+      if (step.out === undefined) return afterWrite(step);
+      let wait: Promise<void> | undefined;
+      try {
+        wait = sink.write(step.out);
+      } catch {
+        return clientLeft();
+      }
+      return wait === undefined ? afterWrite(step) : wait.then(() => afterWrite(step), clientLeft);
+    });
     if (ending === undefined && doneFrame === undefined) {
       // The provider closed the stream cleanly: judge what is left, then whether it finished.
       const last = relay.end();
@@ -428,7 +445,8 @@ async function relayStream(
       else if (!relay.complete) ending = brokenStream(candidate, 'unfinished');
     }
   } catch {
-    ending = overall.signal.aborted
+    // An ending already decided (the balance ran out, so the provider was cut) stands.
+    ending ??= overall.signal.aborted
       ? { kind: 'request_timeout', message: 'The request ran past its time limit; the stream ends here.', outcome: 'timeout' }
       : brokenStream(candidate, 'reset');
   }

@@ -130,7 +130,12 @@ export interface ResponseSink {
   /** Whether the status has been sent (after which faults go in-band). */
   readonly started: boolean;
   start(status: number, headers: Readonly<Record<string, string>>): void;
-  write(chunk: Buffer): Promise<void>;
+  /**
+   * Writes one chunk. Returns nothing when the sink took it and can take more at once, the common
+   * case, so a stream's chunks need no promise each; otherwise a promise that resolves once more
+   * may be written (backpressure), or rejects when the client can no longer be written to.
+   */
+  write(chunk: Buffer): Promise<void> | undefined;
   end(): Promise<void>;
 }
 

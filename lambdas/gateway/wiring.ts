@@ -82,9 +82,21 @@ export interface AwsLambdaRuntime {
   HttpResponseStream: { from(stream: Writable, metadata: { statusCode: number; headers: Record<string, string> }): Writable };
 }
 
-/** A response sink over a Lambda response stream: status and headers first, then chunks with backpressure. */
+/**
+ * A response sink over a Lambda response stream: status and headers first, then chunks with
+ * backpressure. A chunk the stream takes at once costs no promise and no closure: every write
+ * shares one callback, which keeps the stream's first error for the writes after it.
+ */
 export function lambdaSink(runtime: AwsLambdaRuntime, responseStream: Writable): ResponseSink {
   let stream: Writable | undefined;
+  let failure: Error | undefined;
+  /** Fails the write waiting for `drain`, if any, when the stream reports an error instead. */
+  let failWaiting: ((err: Error) => void) | undefined;
+  const written = (err?: Error | null): void => {
+    if (err === undefined || err === null) return;
+    failure ??= err;
+    failWaiting?.(err);
+  };
   const sink: ResponseSink & { started: boolean } = {
     started: false,
     start(status, headers) {
@@ -94,10 +106,18 @@ export function lambdaSink(runtime: AwsLambdaRuntime, responseStream: Writable):
     write(chunk) {
       const s = stream;
       if (s === undefined) return Promise.reject(new Error('write before start'));
+      if (failure !== undefined) return Promise.reject(failure);
+      if (s.write(chunk, written)) return undefined;
       return new Promise<void>((resolve, reject) => {
-        const ok = s.write(chunk, (err) => (err ? reject(err) : undefined));
-        if (ok) resolve();
-        else s.once('drain', resolve);
+        const settle = (err?: Error): void => {
+          s.off('drain', onDrain);
+          failWaiting = undefined;
+          if (err === undefined) resolve();
+          else reject(err);
+        };
+        const onDrain = (): void => settle();
+        failWaiting = settle;
+        s.once('drain', onDrain);
       });
     },
     end() {
