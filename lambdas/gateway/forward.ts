@@ -4,6 +4,7 @@
  * whatever the client or the provider did. Once the status has gone out, a fault is written as one
  * in-band error frame (DESIGN decision 9).
  */
+import { finished, type Readable } from 'node:stream';
 import { SluiceError, errorFrame, relayedRefusal, type ErrorKind } from '../core/errors';
 import { setTopLevel } from '../core/json-splice';
 import { chargeMicros, costMicros, promptBound, sizeHold, type HoldSize, type Rates } from '../core/pricing';
@@ -296,6 +297,18 @@ function estimate(args: ForwardArgs, hold: HoldRecord, candidate: Candidate, fra
 }
 
 /** Writes to the client; false once the client has gone (settlement goes on regardless). */
+/** How long a provider may take to end its body after its last frame before it is cut off. */
+const BODY_END_GRACE_MS = 2_000;
+
+/** Discards what is left of a finished reply's body, so its socket can be reused; cuts it if it lingers. */
+function releaseForReuse(body: Readable): void {
+  if (body.readableEnded || body.destroyed) return;
+  const timer = setTimeout(() => body.destroy(), BODY_END_GRACE_MS);
+  timer.unref();
+  finished(body, () => clearTimeout(timer));
+  body.resume();
+}
+
 async function tryWrite(sink: ResponseSink, chunk: Buffer): Promise<boolean> {
   try {
     await sink.write(chunk);
@@ -451,7 +464,11 @@ async function relayStream(
       : brokenStream(candidate, 'reset');
   }
   if (clientGone) overall.abort();
-  response.body.destroy();
+  // A stream that ended as it should leaves the provider's body at its very end: read that out, so
+  // its keep-alive connection goes back to the pool (destroying it would cost a new connection,
+  // and a TLS handshake, per streamed request). Anything else cuts the provider off.
+  if (ending === undefined && !clientGone && relay.complete) releaseForReuse(response.body);
+  else response.body.destroy();
   const counts = relay.usage;
   const chargeNow =
     ending?.outcome === 'balance_exhausted'

@@ -47,6 +47,8 @@ export interface RecordedRequest {
   readonly json: unknown;
   /** `Date.now()` when the body had been read. */
   readonly receivedAt: number;
+  /** Which TCP connection it came on (1, 2, … in accept order): equal ids mean a reused keep-alive socket. */
+  readonly connection: number;
 }
 
 /** A running simulator. */
@@ -167,6 +169,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const ids = new IdSource();
   const recorded: RecordedRequest[] = [];
   const sockets = new Set<Socket>();
+  const connectionIds = new WeakMap<Socket, number>();
+  let connections = 0;
 
   function checkAuth(headers: http.IncomingHttpHeaders): OpenAiErrorBody | undefined {
     if (accepted === undefined) return undefined;
@@ -404,7 +408,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return;
     }
     const method = req.method ?? '';
-    if (keepRecords) recorded.push({ method, path: url, headers: flatHeaders(req.headers), rawBody, json, receivedAt });
+    if (keepRecords) recorded.push({ method, path: url, headers: flatHeaders(req.headers), rawBody, json, receivedAt, connection: connectionIds.get(req.socket) ?? 0 });
 
     const authError = checkAuth(req.headers);
     if (authError !== undefined) {
@@ -442,6 +446,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   server.on('connection', (socket: Socket) => {
     socket.setNoDelay(true);
     sockets.add(socket);
+    connections += 1;
+    connectionIds.set(socket, connections);
     socket.on('close', () => sockets.delete(socket));
   });
 

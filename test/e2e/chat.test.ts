@@ -189,6 +189,35 @@ describe('chat completions', () => {
     expectInvariant(after);
   });
 
+  it('reuses its connection to the provider after a finished stream, and not after one it cut', async () => {
+    const ask = async (): Promise<void> => {
+      const stream = await stack.client().chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Stream please' }], stream: true });
+      for await (const chunk of stream) expect(chunk.object).toBe('chat.completion.chunk');
+      await stack.settled();
+    };
+    await ask();
+    await ask();
+    await stack.client().chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Once more' }] });
+    const [first, second, third] = stack.sim.recorded;
+    expect(first?.connection).toBeGreaterThan(0);
+    expect(second?.connection).toBe(first?.connection);
+    expect(third?.connection).toBe(first?.connection);
+
+    // A stream broken off by the provider is not reused.
+    stack.sim.script('sim-small', [{ kind: 'reset', afterChunks: 2 }]);
+    await expect(
+      (async () => {
+        const stream = await stack.client().chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Break' }], stream: true });
+        for await (const chunk of stream) expect(chunk.object).toBe('chat.completion.chunk');
+      })(),
+    ).rejects.toThrow();
+    await stack.settled();
+    await ask();
+    const after = stack.sim.recorded.slice(3);
+    expect(after).toHaveLength(2);
+    expect(after[1]?.connection).not.toBe(after[0]?.connection);
+  });
+
   it('puts exactly one :x-sluice-usage line immediately before data: [DONE]', async () => {
     const res = await fetch(`${stack.baseURL}/chat/completions`, {
       method: 'POST',
