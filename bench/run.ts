@@ -681,23 +681,7 @@ async function main(): Promise<void> {
       holdExtensions: bigTrips.during,
     };
 
-    // --- Stop the stack, then the bundle's module init on a quieter machine.
-    const gatewayLogLines = gw.logLines;
-    await gw.stop();
-    await relay.stop();
-    await sim.stop();
-    await db.stop();
-    let profile: ProfileSummary | undefined;
-    if (options.profile) {
-      // Keep the bundle beside its profile, so the profile can be read again later.
-      copyFileSync(bundles.gatewayServer, path.join(profileDir, 'gateway-server.js'));
-      const newest = readdirSync(profileDir)
-        .filter((f) => f.endsWith('.cpuprofile'))
-        .map((f) => path.join(profileDir, f))
-        .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
-      if (newest !== undefined) profile = summarizeProfile(newest, bundles.gatewayServer);
-    }
-    log('controls: the AWS SDK client per TransactWriteItems; an idle wake-up; Sluice\'s own code with its ports in memory');
+    log(`control: the AWS SDK client's CPU per TransactWriteItems (${plan.sdkCalls} calls)`);
     const sdkLedger = new DynamoLedger(doc, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
     const sdkCpuUs: number[] = [];
     for (let i = 0; i < plan.sdkCalls + 20; i += 1) {
@@ -722,6 +706,24 @@ async function main(): Promise<void> {
       if (i >= 20 && sdkLedger.roundTrips - before === 1) sdkCpuUs.push(cpu.user + cpu.system);
       await sdkLedger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
     }
+
+    // --- Stop the stack, then the bundle's module init on a quieter machine.
+    const gatewayLogLines = gw.logLines;
+    await gw.stop();
+    await relay.stop();
+    await sim.stop();
+    await db.stop();
+    let profile: ProfileSummary | undefined;
+    if (options.profile) {
+      // Keep the bundle beside its profile, so the profile can be read again later.
+      copyFileSync(bundles.gatewayServer, path.join(profileDir, 'gateway-server.js'));
+      const newest = readdirSync(profileDir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => path.join(profileDir, f))
+        .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+      if (newest !== undefined) profile = summarizeProfile(newest, bundles.gatewayServer);
+    }
+    log('controls on the quiet machine: an idle wake-up; Sluice\'s own code with its ports in memory');
     const wakeupUs = await idleWakeupCpuUs(plan.wakeups, 2);
     const own = await measureOwnCpu(plan.ownRequests);
 
