@@ -25,7 +25,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
 import { DynamoLedger } from '../lambdas/adapters/dynamo-ledger';
-import type { AdmissionLimits } from '../lambdas/gateway/ports';
+import type { AdmissionLimits, AdmitRequest } from '../lambdas/gateway/ports';
 import { documentClient, wireClient } from '../lambdas/adapters/dynamo-client';
 import { loadConfig } from '../lambdas/shared/config';
 import { tableName } from '../lambdas/shared/schema';
@@ -418,24 +418,26 @@ async function main(): Promise<void> {
     let txnSamples: number[] = [];
     const txnCpuUs: number[] = [];
     const txnRetries: number[] = [];
+    /** One admission on the floor's own workspace (the same small hold every time). */
+    const floorAdmission = (now: number): AdmitRequest => ({
+      holdId: `req_${randomBytes(12).toString('hex')}`,
+      workspaceId: floorCaller.workspaceId,
+      keyId: floorCaller.keyId,
+      family: 'chat_completions',
+      requestedModel: `local/${MODEL_SHORT}`,
+      amountMicros: 3_000,
+      inputMicros: 1_000,
+      byok: false,
+      limits,
+      now,
+      expiresAt: now + 600_000,
+    });
     const transaction = async (keep: boolean): Promise<void> => {
       const now = Date.now();
       const before = ledger.roundTrips;
       const c0 = process.cpuUsage();
       const t0 = performance.now();
-      const outcome = await ledger.admit({
-        holdId: `req_${randomBytes(12).toString('hex')}`,
-        workspaceId: floorCaller.workspaceId,
-        keyId: floorCaller.keyId,
-        family: 'chat_completions',
-        requestedModel: `local/${MODEL_SHORT}`,
-        amountMicros: 3_000,
-        inputMicros: 1_000,
-        byok: false,
-        limits,
-        now,
-        expiresAt: now + 600_000,
-      });
+      const outcome = await ledger.admit(floorAdmission(now));
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the floor's admission was refused: ${outcome.refusal.kind}`);
@@ -688,19 +690,7 @@ async function main(): Promise<void> {
       const now = Date.now();
       const c0 = process.cpuUsage();
       const before = sdkLedger.roundTrips;
-      const outcome = await sdkLedger.admit({
-        holdId: `req_${randomBytes(12).toString('hex')}`,
-        workspaceId: floorCaller.workspaceId,
-        keyId: floorCaller.keyId,
-        family: 'chat_completions',
-        requestedModel: `local/${MODEL_SHORT}`,
-        amountMicros: 3_000,
-        inputMicros: 1_000,
-        byok: false,
-        limits,
-        now,
-        expiresAt: now + 600_000,
-      });
+      const outcome = await sdkLedger.admit(floorAdmission(now));
       const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the SDK control's admission was refused: ${outcome.refusal.kind}`);
       if (i >= 20 && sdkLedger.roundTrips - before === 1) sdkCpuUs.push(cpu.user + cpu.system);
