@@ -296,7 +296,6 @@ function estimate(args: ForwardArgs, hold: HoldRecord, candidate: Candidate, fra
   return Math.min(hold.amountMicros, input + output);
 }
 
-/** Writes to the client; false once the client has gone (settlement goes on regardless). */
 /** How long a provider may take to end its body after its last frame before it is cut off. */
 const BODY_END_GRACE_MS = 2_000;
 
@@ -309,6 +308,7 @@ function releaseForReuse(body: Readable): void {
   body.resume();
 }
 
+/** Writes to the client; false once the client has gone (settlement goes on regardless). */
 async function tryWrite(sink: ResponseSink, chunk: Buffer): Promise<boolean> {
   try {
     await sink.write(chunk);
