@@ -119,7 +119,7 @@ function gatewayInMemory(reply: { current: () => Readable; stream: boolean }): G
         byok: r.byok,
         createdAt: r.now,
         expiresAt: r.expiresAt,
-        open: '1',
+        expiryShard: 'X0',
         ttl: 0,
       };
       return Promise.resolve({ admitted: true, hold });

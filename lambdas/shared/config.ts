@@ -38,6 +38,8 @@ export interface RuntimeConfig {
   readonly holdGraceMs: number;
   readonly attemptTimeoutMs: number;
   readonly secretSource: 'secrets-manager' | 'env';
+  /** Days a usage row is kept before DynamoDB TTL collects it; absent: kept forever. */
+  readonly usageRetentionDays?: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
