@@ -62,11 +62,17 @@ export class UpdateBuilder {
     if (this.sets.length > 0) parts.push(`SET ${this.sets.join(', ')}`);
     if (this.adds.length > 0) parts.push(`ADD ${this.adds.join(', ')}`);
     if (this.removes.length > 0) parts.push(`REMOVE ${this.removes.join(', ')}`);
+    const update = parts.join(' ');
+    const condition = this.conds.join(' AND ');
+    // DynamoDB refuses placeholders the expressions do not use: keep only those that appear.
+    const used = (key: string): boolean => new RegExp(`${key}(?![A-Za-z0-9_])`).test(`${update} ${condition}`);
+    const names = Object.fromEntries(Object.entries(this.names).filter(([k]) => used(k)));
+    const values = Object.fromEntries(Object.entries(this.values).filter(([k]) => used(k)));
     return {
-      UpdateExpression: parts.join(' '),
-      ...(this.conds.length > 0 ? { ConditionExpression: this.conds.join(' AND ') } : {}),
-      ...(Object.keys(this.names).length > 0 ? { ExpressionAttributeNames: { ...this.names } } : {}),
-      ...(Object.keys(this.values).length > 0 ? { ExpressionAttributeValues: { ...this.values } } : {}),
+      UpdateExpression: update,
+      ...(condition !== '' ? { ConditionExpression: condition } : {}),
+      ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
+      ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
     };
   }
 }

@@ -8,7 +8,7 @@ import { HOLDS_BY_EXPIRY } from '../shared/schema';
 import { allExpiryShards } from './keys';
 
 /** Shards queried at once: enough to read every shard in well under a second, few enough to be polite. */
-const SHARD_CONCURRENCY = 16;
+const SHARD_CONCURRENCY = 32;
 
 async function eachShard(work: (shard: string) => Promise<void>): Promise<void> {
   const shards = allExpiryShards();
@@ -23,17 +23,26 @@ async function eachShard(work: (shard: string) => Promise<void>): Promise<void> 
   await Promise.all(Array.from({ length: SHARD_CONCURRENCY }, lane));
 }
 
+/** What one pass over the index found. */
+export interface ExpiryScan {
+  /** Open holds whose expiry is still ahead (requests that may still be running). */
+  readonly live: number;
+}
+
 /**
- * Calls `each` with the ids of the holds whose expiry is at or before `now`, one page at a time,
- * shard by shard; stops reading new pages once `stop()` says so.
+ * One pass over every shard of the expiry index: calls `each` with the ids of the holds whose
+ * expiry is at or before `now`, a page at a time, and counts the rest. One query per shard (and
+ * page): the index is sparse, so a shard holds only the open holds that hashed to it.
+ * Once `stop()` says so, no further page is read beyond each shard's first.
  */
-export async function forEachExpiredHold(
+export async function scanExpiryIndex(
   doc: DynamoDBDocumentClient,
   holdsTable: string,
   now: number,
   each: (page: readonly Record<string, unknown>[]) => Promise<void>,
   stop: () => boolean = () => false,
-): Promise<void> {
+): Promise<ExpiryScan> {
+  let live = 0;
   await eachShard(async (shard) => {
     let start: Record<string, unknown> | undefined;
     do {
@@ -41,39 +50,21 @@ export async function forEachExpiredHold(
         new QueryCommand({
           TableName: holdsTable,
           IndexName: HOLDS_BY_EXPIRY,
-          KeyConditionExpression: 'expiryShard = :shard AND expiresAt <= :now',
-          ExpressionAttributeValues: { ':shard': shard, ':now': now },
+          KeyConditionExpression: 'expiryShard = :shard',
+          ExpressionAttributeValues: { ':shard': shard },
           // The index projects everything, but only the id is trusted (the sweeper re-reads the item).
-          ProjectionExpression: 'holdId',
+          ProjectionExpression: 'holdId, expiresAt',
           ExclusiveStartKey: start,
         }),
       );
-      if ((page.Items ?? []).length > 0) await each(page.Items ?? []);
+      const expired: Record<string, unknown>[] = [];
+      for (const item of page.Items ?? []) {
+        if (typeof item.expiresAt === 'number' && item.expiresAt > now) live += 1;
+        else expired.push({ holdId: item.holdId });
+      }
+      if (expired.length > 0) await each(expired);
       start = page.LastEvaluatedKey;
-      // Each shard's first page is read (what it holds is counted, settled or deferred); no more past `stop()`.
     } while (start !== undefined && !stop());
   });
-}
-
-/** Counts the open holds that have not expired yet (requests that may still be running), over every shard. */
-export async function countLiveHolds(doc: DynamoDBDocumentClient, holdsTable: string, now: number): Promise<number> {
-  let count = 0;
-  await eachShard(async (shard) => {
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await doc.send(
-        new QueryCommand({
-          TableName: holdsTable,
-          IndexName: HOLDS_BY_EXPIRY,
-          KeyConditionExpression: 'expiryShard = :shard AND expiresAt > :now',
-          ExpressionAttributeValues: { ':shard': shard, ':now': now },
-          Select: 'COUNT',
-          ExclusiveStartKey: start,
-        }),
-      );
-      count += page.Count ?? 0;
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
-  });
-  return count;
+  return { live };
 }

@@ -4,5 +4,5 @@
  */
 export { DynamoLedger, LedgerContentionError, type LedgerTables } from './ledger';
 export { creditWorkspace, readBalance, setLedgerSlices, usageRowByRequest, usageRows, LedgerNotFoundError, type BalanceSummary } from './balance';
-export { countLiveHolds, forEachExpiredHold } from './holds';
+export { scanExpiryIndex, type ExpiryScan } from './holds';
 export * from './keys';

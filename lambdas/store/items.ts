@@ -122,10 +122,16 @@ export function sliceDebit(args: {
   second: number;
   capMicros: number;
   roomCheck: boolean;
+  /** On slice 0: the slice count this process believes in; a change refuses the write, and ALL_OLD tells the new count. */
+  believedCount?: number;
 }): BuiltUpdate {
   const u = new UpdateBuilder();
   // The slice's available credit covers the hold (other slices are moved in first when it cannot).
   u.when(`${u.a('availableMicros')} >= ${u.v(args.micros)}`);
+  if (args.slice === 0 && args.believedCount !== undefined) {
+    const count = u.a('sliceCount');
+    u.when(args.believedCount === 1 ? `attribute_not_exists(${count}) OR ${count} = ${u.v(1)}` : `${count} = ${u.v(args.believedCount)}`);
+  }
   u.add('availableMicros', -args.micros).add('heldMicros', args.micros);
   addReservation(u, args);
   return u.build();

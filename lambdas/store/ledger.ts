@@ -186,7 +186,7 @@ export class DynamoLedger implements Ledger {
       update(
         this.tables.ledger,
         sliceKey(request.workspaceId, slice),
-        sliceDebit({ slice, known: memo.seen.get(slice), micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true }),
+        sliceDebit({ slice, known: memo.seen.get(slice), micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true, believedCount: memo.active }),
       ),
     );
     for (const w of this.windowSpecs(request)) {
@@ -253,14 +253,21 @@ export class DynamoLedger implements Ledger {
           }
           if (!request.byok && failed(err, 2)) {
             const seenBefore = memo.seen.get(slice);
+            const believed = memo.active;
             const item = reasonItem(err, 2);
             this.learn(memo, slice, item);
+            // Slice 0 said the workspace has another slice count: pick again among the real ones.
+            if (slice === 0 && memo.active !== believed) {
+              slice = shardOf(request.holdId, memo.active);
+              continue;
+            }
             const now2 = memo.seen.get(slice);
             // Only the spend-rate slot was stale: try again at once, overwriting it.
             if (item !== undefined && now2 !== undefined && this.onlyStaleSlot(now2, seenBefore, request, attempt)) continue;
           }
         }
       }
+      const believed = memo.active;
       const snapshot = await this.snapshot(request.workspaceId, memo, request);
       const refusal = refusalFor(snapshot, ask);
       if (refusal !== undefined) return { admitted: false, refusal };
@@ -268,7 +275,8 @@ export class DynamoLedger implements Ledger {
         await pause(attempt);
         continue;
       }
-      if (slice >= snapshot.active) slice = shardOf(request.holdId, snapshot.active);
+      // The snapshot may have taught this process the workspace's real slice count: choose among those.
+      if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
       await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, ask), limits, now);
     }
     throw new LedgerContentionError('admission did not settle after repeated conflicts');

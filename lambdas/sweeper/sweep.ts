@@ -16,7 +16,7 @@
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Ledger, Settlement } from '../gateway/ports';
 import type { EndpointFamily, HoldRecord } from '../shared/records';
-import { countLiveHolds, forEachExpiredHold } from '../store/holds';
+import { scanExpiryIndex } from '../store/holds';
 
 /** What {@link sweep} runs on. */
 export interface SweepDeps {
@@ -176,9 +176,9 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
   // Every shard of the expiry index is read; past the deadline, no further page is read (the
   // time the function has left goes to the settlements already started).
   const pastDeadline = (): boolean => deps.deadline !== undefined && clock() >= deps.deadline;
-  await forEachExpiredHold(deps.doc, deps.holdsTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
+  const scan = await scanExpiryIndex(deps.doc, deps.holdsTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
 
-  const outstanding = (await countLiveHolds(deps.doc, deps.holdsTable, now)) + failed + deferred;
+  const outstanding = scan.live + failed + deferred;
   const metrics = [
     { Name: 'HoldsSwept', Unit: 'Count' },
     { Name: 'HoldsOutstanding', Unit: 'Count' },
