@@ -5,7 +5,8 @@
  * ledger table (pk, sk):
  * - `WS#<ws>` / `BALANCE`: slice 0 of the workspace (money, spend-rate headroom, the slice count).
  * - `WS#<ws>#S<i>` / `BALANCE`: slice i > 0; every slice on its own partition key value.
- * - `<slice pk>` / `MONTH#<yyyy-mm>`: the workspace month's share held by that slice.
+ * - `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`: slice i's share of the workspace month, on its own
+ *   partition key value so a hot slice's money item and month share are separate loads.
  * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>` and `RATE#<keyId>#<minute>`: the key's own items.
  * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`: a member's month.
  * holds table: `holdId`, with `expiryShard` (`X<n>`) spreading the sweeper's index.
@@ -15,8 +16,11 @@ import { createHash } from 'node:crypto';
 
 /** The sort key of a slice's money item. */
 export const BALANCE_SK = 'BALANCE';
-/** Most slices one workspace may have: a snapshot of every slice and its month fits one TransactGetItems (100 items). */
-export const MAX_SLICES = 32;
+/**
+ * Most slices one workspace may have: a snapshot of every slice and its month share, plus the
+ * key's and member's items, fits one TransactGetItems (100 items).
+ */
+export const MAX_SLICES = 48;
 /**
  * Shards of the holds' expiry index. Every admission puts one index entry and its settlement
  * deletes it, 2 write units per request on one shard; 256 shards keep each under 1,000 units/s up
@@ -39,6 +43,16 @@ export function slicePk(workspaceId: string, slice: number): string {
 /** The key of one slice's money item. */
 export function sliceKey(workspaceId: string, slice: number): { pk: string; sk: string } {
   return { pk: slicePk(workspaceId, slice), sk: BALANCE_SK };
+}
+
+/** Partition key of slice `slice`'s shares of the workspace month. */
+export function monthPk(workspaceId: string, slice: number): string {
+  return `WSM#${workspaceId}#${slice}`;
+}
+
+/** The key of slice `slice`'s share of the month `yyyy-mm`. */
+export function monthKey(workspaceId: string, slice: number, month: string): { pk: string; sk: string } {
+  return { pk: monthPk(workspaceId, slice), sk: monthSk(month) };
 }
 
 /** Sort key of a slice's share of a workspace month (`yyyy-mm`). */
@@ -69,7 +83,7 @@ export function windowKey(workspaceId: string, slice: number, sk: string): { pk:
     const memberId = sk.slice('MEMBERMONTH#'.length, sk.lastIndexOf('#'));
     return { pk: memberPk(workspaceId, memberId), sk };
   }
-  return { pk: slicePk(workspaceId, slice), sk };
+  return { pk: monthPk(workspaceId, slice), sk };
 }
 
 /** The expiry index shard of a hold. */

@@ -31,7 +31,7 @@ import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } 
 import type { HoldRecord, UsageRecord } from '../shared/records';
 import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
-import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, memberPk, monthSk, shardOf, sliceKey, slicePk, usagePk, windowKey } from './keys';
+import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -317,7 +317,7 @@ export class DynamoLedger implements Ledger {
     for (;;) {
       const high = memo.high;
       const keys: { pk: string; sk: string }[] = [];
-      for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i), { pk: slicePk(workspaceId, i), sk: monthSk(monthId(now)) });
+      for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i), monthKey(workspaceId, i, monthId(now)));
       let keyWinAt = -1;
       let memberAt = -1;
       let rateAt = -1;
@@ -358,7 +358,7 @@ export class DynamoLedger implements Ledger {
       if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
       if (limits.workspaceLimitMicros !== undefined) {
         const m = monthRebalance(edit, seen, limits.workspaceLimitMicros, monthTtl);
-        if (m !== undefined) items.push(update(this.tables.ledger, { pk: slicePk(workspaceId, edit.slice), sk: monthSk(month) }, m));
+        if (m !== undefined) items.push(update(this.tables.ledger, monthKey(workspaceId, edit.slice, month), m));
       }
     }
     if (items.length === 0) return true;

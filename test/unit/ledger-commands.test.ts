@@ -87,7 +87,7 @@ describe('admit: the transaction', () => {
       { pk: PK, sk: 'BALANCE' },
       { pk: 'KEY#ws1#k1', sk: 'KEYWIN#k1#M2026-11' },
       { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
-      { pk: PK, sk: 'MONTH#2026-11' },
+      { pk: 'WSM#ws1#0', sk: 'MONTH#2026-11' },
     ]);
     for (const item of items) {
       if (item.Update !== undefined) {
@@ -194,7 +194,7 @@ describe('admit: refusals from one consistent snapshot', () => {
     const read = ddb.commandCalls(TransactGetCommand)[0]?.args[0].input;
     expect(read?.TransactItems?.map((i) => i.Get?.Key)).toEqual([
       { pk: PK, sk: 'BALANCE' },
-      { pk: PK, sk: 'MONTH#2026-11' },
+      { pk: 'WSM#ws1#0', sk: 'MONTH#2026-11' },
       { pk: KEY_PK, sk: RATE_SK },
       { pk: KEY_PK, sk: 'KEYWIN#k1#M2026-11' },
       { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
@@ -273,7 +273,7 @@ describe('settle', () => {
       { pk: PK, sk: 'BALANCE' },
       { pk: KEY_PK, sk: 'KEYWIN#k1#M2026-11' },
       { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
-      { pk: PK, sk: 'MONTH#2026-11' },
+      { pk: 'WSM#ws1#0', sk: 'MONTH#2026-11' },
       undefined,
     ]);
     // Conditional on the hold still existing (idempotence) and on its amount.
