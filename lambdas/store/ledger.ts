@@ -449,12 +449,13 @@ export class DynamoLedger implements Ledger {
     return false;
   }
 
+  /** Writes slice edits that move credit or prune slots (no headroom moves), under the cap each slice was written with. */
   private async rebalanceMoney(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan): Promise<boolean> {
     const items: TransactItems = [];
     for (const edit of plan.edits) {
       const seen = snapshot.slices[edit.slice];
       if (seen === undefined) continue;
-      const s = sliceRebalance(edit, seen, 0);
+      const s = sliceRebalance(edit, seen, seen.rateCap ?? 0);
       if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
     }
     if (items.length === 0) return false;
