@@ -24,7 +24,7 @@ import {
   type SliceView,
 } from '../core/admission';
 import { settlementAmounts } from '../core/settlement';
-import { bucketOf } from '../core/spend-rate';
+import { bucketOf, slotOf } from '../core/spend-rate';
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
@@ -282,14 +282,17 @@ export class DynamoLedger implements Ledger {
     throw new LedgerContentionError('admission did not settle after repeated conflicts');
   }
 
-  /** Whether a refused slice write failed only because its spend-rate slot held an aged-out second we did not know of. */
+  /**
+   * Whether a refused slice write may have failed only over its spend-rate slot: the slot (as
+   * ALL_OLD shows it) is not what this process wrote its condition for, while the credit is there.
+   * Then the write is simply tried again on what came back, without a snapshot.
+   */
   private onlyStaleSlot(seen: SliceView, before: SliceView | undefined, request: AdmitRequest, attempt: number): boolean {
-    if (attempt > 4) return false;
-    const second = bucketOf(request.now);
-    const slot = seen.slots.find((s) => s.slot === second % 64);
-    if (slot === undefined || slot.second === second) return false;
-    const knewIt = before?.slots.some((s) => s.slot === slot.slot && s.second === slot.second && s.micros === slot.micros) ?? false;
-    return !knewIt && seen.availableMicros >= request.amountMicros;
+    if (attempt > 4 || seen.availableMicros < request.amountMicros) return false;
+    const k = slotOf(bucketOf(request.now));
+    const now = seen.slots.find((s) => s.slot === k);
+    const then = before?.slots.find((s) => s.slot === k);
+    return now?.second !== then?.second || now?.micros !== then?.micros;
   }
 
   /** Counts an admission toward the slice-growth decision; grows the count when conflicts call for it. */
