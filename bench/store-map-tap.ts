@@ -28,6 +28,11 @@ export interface CallCounts {
   /** Transactions cancelled, and of those, cancelled by a `TransactionConflict`, per source. */
   readonly cancelled: Record<string, number>;
   readonly conflicts: Record<string, number>;
+  /**
+   * Transactions sent while another transaction, not yet answered, held one of their items: on
+   * DynamoDB one of the two is cancelled (`TransactionConflict`). DynamoDB Local never cancels.
+   */
+  readonly overlaps: Record<string, number>;
   /** Other failed calls, by error type. */
   readonly errors: Record<string, number>;
   /** Write calls whose reported capacity (per table) equalled the tap's own figure, and did not. */
@@ -67,6 +72,8 @@ export class WriteTap {
   private readonly upstream: URL;
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
   private readonly byName = new Map<string, TableSchema>();
+  /** The items of every transaction sent and not yet answered. */
+  private readonly inflight = new Set<Set<string>>();
 
   /**
    * @param endpoint DynamoDB Local's endpoint
@@ -78,7 +85,7 @@ export class WriteTap {
   }
 
   private static emptyCounts(): CallCounts {
-    return { calls: {}, cancelled: {}, conflicts: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
+    return { calls: {}, cancelled: {}, conflicts: {}, overlaps: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
   }
 
   /** Starts a listener for one source (`gateway`, `aggregator`); resolves to the endpoint to give it. */
@@ -142,7 +149,26 @@ export class WriteTap {
       // DynamoDB Local does not check signatures, so the body may change under them.
       if (input.ReturnConsumedCapacity === undefined) sent = Buffer.from(JSON.stringify({ ...input, ReturnConsumedCapacity: 'INDEXES' }), 'utf8');
     }
-    const reply = await this.post(headers, sent);
+    // DynamoDB Local runs transactions one at a time and never cancels one for a conflict; real
+    // DynamoDB cancels a transaction that meets another in flight on the same item. So the tap
+    // counts the transactions that were sent while another, still unanswered, held one of their items.
+    let held: Set<string> | undefined;
+    if (op === 'TransactWriteItems') {
+      held = new Set(this.itemsOf(op, input ?? (JSON.parse(body.toString('utf8')) as Json)).map((p) => this.id(p)));
+      for (const other of this.inflight) {
+        if ([...held].some((id) => other.has(id))) {
+          inc(this.counts.overlaps, source);
+          break;
+        }
+      }
+      this.inflight.add(held);
+    }
+    let reply: { status: number; contentType: string; body: Buffer };
+    try {
+      reply = await this.post(headers, sent);
+    } finally {
+      if (held !== undefined) this.inflight.delete(held);
+    }
     if (reply.status === 200) inc(this.counts.calls, `${source} ${op}`);
     else this.countFailure(source, op, reply.body);
     if (mapping && input !== undefined && reply.status === 200) await this.record(source, op, input, pending, JSON.parse(reply.body.toString('utf8') || '{}') as Json);
