@@ -306,10 +306,13 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
     tap.mode = 'count';
     const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; transactions: number }>();
+    const picks: readonly (readonly [string, (w: number) => Caller])[] = [
+      ['64 workspaces', (w) => many[w % many.length] as Caller],
+      ['one workspace, five keys', (w) => five[w % five.length] as Caller],
+    ];
     for (let round = 0; round < plan.rounds; round += 1) {
-      for (const [name, pick] of (round % 2 === 0 ? [['64 workspaces'], ['one workspace, five keys']] : [['one workspace, five keys'], ['64 workspaces']]).map(
-        ([n]) => [n, n === '64 workspaces' ? (w: number) => many[w % many.length] as Caller : (w: number) => five[w % five.length] as Caller] as const,
-      )) {
+      // Alternating which side goes first, so neither always meets the machine as the other left it.
+      for (const [name, pick] of round % 2 === 0 ? picks : [...picks].reverse()) {
         log(`throughput: ${name}, concurrency ${plan.concurrency}, ${plan.sliceMs} ms`);
         tap.take();
         const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${pick(w).rawKey}` }));
