@@ -145,7 +145,7 @@ export class WriteTap {
     if (mapping) {
       input = JSON.parse(body.toString('utf8')) as Json;
       pending = this.itemsOf(op, input);
-      for (const p of pending) if (p.op !== 'Put' || !this.images.has(this.id(p))) await this.before(p);
+      for (const p of pending) await this.before(p);
       // DynamoDB Local does not check signatures, so the body may change under them.
       if (input.ReturnConsumedCapacity === undefined) sent = Buffer.from(JSON.stringify({ ...input, ReturnConsumedCapacity: 'INDEXES' }), 'utf8');
     }
@@ -180,7 +180,7 @@ export class WriteTap {
     try {
       parsed = JSON.parse(body.toString('utf8')) as Json;
     } catch {
-      // not JSON: counted by status below
+      // not JSON (a proxy's page): counted as an unknown error
     }
     const type = String(parsed.__type ?? 'unknown');
     const name = type.slice(type.lastIndexOf('#') + 1);
