@@ -7,8 +7,8 @@ import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb
 import { HOLDS_BY_EXPIRY } from '../shared/schema';
 import { allExpiryShards } from './keys';
 
-/** Shards queried at once: enough to read every shard in well under a second, few enough to be polite. */
-const SHARD_CONCURRENCY = 32;
+/** Shards queried at once: every shard in about a second on DynamoDB, without a burst of CPU that starves the event loop (local mode shares one process). */
+const SHARD_CONCURRENCY = 8;
 
 async function eachShard(work: (shard: string) => Promise<void>): Promise<void> {
   const shards = allExpiryShards();
