@@ -118,7 +118,7 @@ export async function setLedgerSlices(db: DocumentSender, tables: LedgerTables, 
     const snapshot = await ledger.readSlices(workspaceId);
     const retired = snapshot.slices.filter((s) => s.slice >= snapshot.active && (s.availableMicros > 0 || (s.rateCap !== undefined && s.rateRoom > 0)));
     if (retired.length === 0) return;
-    await drainRetired(db, tables.ledger, workspaceId, snapshot, Date.now());
+    await drainRetired(db, tables.ledger, workspaceId, snapshot);
   }
 }
 

@@ -21,10 +21,11 @@ import {
   type AdmissionAsk,
   type AdmissionSnapshot,
   type RebalancePlan,
+  type SliceEdit,
   type SliceView,
 } from '../core/admission';
 import { settlementAmounts } from '../core/settlement';
-import { bucketOf, slotOf } from '../core/spend-rate';
+import { bucketOf, partitionSlots, slotOf } from '../core/spend-rate';
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
@@ -261,9 +262,9 @@ export class DynamoLedger implements Ledger {
               slice = shardOf(request.holdId, memo.active);
               continue;
             }
-            const now2 = memo.seen.get(slice);
+            const seenNow = memo.seen.get(slice);
             // Only the spend-rate slot was stale: try again at once, overwriting it.
-            if (item !== undefined && now2 !== undefined && this.onlyStaleSlot(now2, seenBefore, request, attempt)) continue;
+            if (item !== undefined && seenNow !== undefined && this.onlyStaleSlot(seenNow, seenBefore, request, attempt)) continue;
           }
         }
       }
@@ -482,16 +483,16 @@ export class DynamoLedger implements Ledger {
     if (!retired && now - memo.lastMaintained < MAINTAIN_INTERVAL_MS) return;
     memo.lastMaintained = now;
     const snapshot = await this.snapshot(workspaceId, memo, undefined, now);
-    if (snapshot.slices.some((s) => s.slice >= snapshot.active && (s.availableMicros > 0 || s.slots.length > 0 || (s.rateCap !== undefined && s.rateRoom !== 0)))) {
-      await drainRetired(this.db, this.tables.ledger, workspaceId, snapshot, now);
+    if (snapshot.slices.some((s) => s.slice >= snapshot.active && (s.availableMicros > 0 || (s.rateCap !== undefined && s.rateRoom > 0)))) {
+      await drainRetired(this.db, this.tables.ledger, workspaceId, snapshot);
       return;
     }
     const seen = snapshot.slices[slice];
-    if (seen === undefined) return;
-    const open: AdmissionLimits = { keyWindow: 'never', spendRateCapMicros: seen.rateCap ?? 0, keyRatePerMinute: Number.MAX_SAFE_INTEGER };
-    const plan = planRebalance({ ...snapshot, slices: snapshot.slices }, slice, { needMicros: 0, limits: open, byok: false, hasMember: false, now });
-    const mine = plan.edits.filter((e) => e.slice === slice && e.prune.length > 0).map((e) => ({ ...e, availableDelta: 0, rateDelta: 0, monthDelta: 0 }));
-    if (mine.length > 0 && seen.rateCap !== undefined) await this.rebalanceMoney(workspaceId, snapshot, { target: slice, edits: mine.map((e) => ({ ...e })) }).catch(() => false);
+    if (seen === undefined || seen.rateCap === undefined) return;
+    const { expired } = partitionSlots(seen.slots, now);
+    if (expired.length === 0) return;
+    const prune: SliceEdit = { slice, availableDelta: 0, prune: expired, rateDelta: 0, monthDelta: 0 };
+    await this.rebalanceMoney(workspaceId, snapshot, { target: slice, edits: [prune] }).catch(() => false);
   }
 
   private settleItems(hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number, releaseMicros: number, deficitMicros: number): TransactItems {
@@ -671,7 +672,7 @@ export async function writeSliceCount(db: DocumentSender, ledgerTable: string, w
  * its spend-rate headroom and its month share's headroom, each conditioned on what was read.
  * Holds still open on a retired slice settle there and are emptied the next time.
  */
-export async function drainRetired(db: DocumentSender, ledgerTable: string, workspaceId: string, snapshot: AdmissionSnapshot, now: number): Promise<boolean> {
+export async function drainRetired(db: DocumentSender, ledgerTable: string, workspaceId: string, snapshot: AdmissionSnapshot): Promise<boolean> {
   const items: TransactItems = [];
   let money = 0;
   let rate = 0;
@@ -694,8 +695,7 @@ export async function drainRetired(db: DocumentSender, ledgerTable: string, work
     return true;
   } catch (err) {
     if (!isCancelled(err)) throw err;
-    void now;
-    return false;
+    return false; // the state moved under us; the caller reads again
   }
 }
 

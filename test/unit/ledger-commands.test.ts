@@ -327,6 +327,20 @@ describe('settle', () => {
     expect(second[5]?.Put?.Item).toMatchObject({ holdMicros: grown, chargeMicros: 1_000_000 });
   });
 
+  test('after a settlement, now and then, aged-out slots of that slice are removed and their amounts returned', async () => {
+    ddb.on(TransactWriteCommand).resolves({});
+    const old = SECOND - 100;
+    const k = old % 64;
+    ddb.on(TransactGetCommand).resolves({ Responses: [{ Item: { pk: PK, sk: 'BALANCE', availableMicros: 5, rateCap: CAP, rateRoom: CAP - 900, rateTotal: 900, [`s${k}`]: old, [`r${k}`]: 900 } }, {}] });
+    await new DynamoLedger(doc, TABLES).settle(hold, settlement(1));
+    const tidy = transactions()[1]?.[0]?.Update;
+    expect(tidy?.Key).toEqual({ pk: PK, sk: 'BALANCE' });
+    expect(tidy?.UpdateExpression).toContain(`REMOVE #s${k}, #r${k}`);
+    expect(valueNear(tidy, /#rateTotal (:v\d+)/)).toBe(-900);
+    // Conditioned on exactly what was read, so a slot reused meanwhile is left alone.
+    expect(valueNear(tidy, new RegExp(`#s${k} = (:v\\d+)`))).toBe(old);
+  });
+
   test('BYOK: the hold is deleted and a usage row written; no slice, no windows, no charge', async () => {
     ddb.on(TransactWriteCommand).resolves({});
     await new DynamoLedger(doc, TABLES).settle({ ...hold, byok: true, windows: [] }, settlement(999));
