@@ -7,8 +7,14 @@ import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb
 import { HOLDS_BY_EXPIRY } from '../shared/schema';
 import { allExpiryShards } from './keys';
 
-/** Shards queried at once: every shard in about a second on DynamoDB, without a burst of CPU that starves the event loop (local mode shares one process). */
-const SHARD_CONCURRENCY = 8;
+/**
+ * Shards queried at once. Few, and the event loop is given back between queries: a run is 256
+ * small queries, and in local mode it shares its process with the gateway and the signal handling
+ * (a burst of SDK work there delays Ctrl-C past what tsx waits for).
+ */
+const SHARD_CONCURRENCY = 2;
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 async function eachShard(work: (shard: string) => Promise<void>): Promise<void> {
   const shards = allExpiryShards();
@@ -18,6 +24,7 @@ async function eachShard(work: (shard: string) => Promise<void>): Promise<void> 
       const shard = shards[next] as string;
       next += 1;
       await work(shard);
+      await yieldToLoop();
     }
   };
   await Promise.all(Array.from({ length: SHARD_CONCURRENCY }, lane));
