@@ -39,10 +39,6 @@ const STACK_WIDE: ReadonlyArray<readonly [string, string]> = [
   ],
   ['Serverless-LambdaLatestVersion', 'Same pin as AwsSolutions-L1: nodejs22.x, upgraded by a reviewed change.'],
   [
-    'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-    'The basic execution role only lets a function write its own logs; each function has its own log group with the stage retention, and every data permission is an explicit least-privilege grant asserted by the CDK tests.',
-  ],
-  [
     'Serverless-LambdaDLQ',
     'No function is invoked asynchronously with work to lose: the gateway answers its URL synchronously, the aggregator\'s stream mapping sends failures to its own SQS queue, the catalog import answers CloudFormation itself, and the sweeper and notifier are schedule ticks whose next run redoes the work.',
   ],

@@ -194,6 +194,20 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
     }
   });
 
+  it('gives every function its own role, writing only its own log group, with no managed policy', () => {
+    const fns = resources(t(), 'AWS::Lambda::Function');
+    const roles = resources(t(), 'AWS::IAM::Role');
+    for (const [fnId, fn] of Object.entries(fns)) {
+      const roleId = (fn.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+      expect(roles[roleId]?.Properties.ManagedPolicyArns).toBeUndefined();
+      const logGroup = (fn.Properties.LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref;
+      const logs = statementsOf(t(), fnId).filter((st) => actionsOf(st).some((a) => a.startsWith('logs:')));
+      expect(logs).toEqual([
+        { Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: { 'Fn::GetAtt': [logGroup, 'Arn'] } },
+      ]);
+    }
+  });
+
   it('rolls up only new usage rows, so TTL deletions never reach the aggregator', () => {
     t().hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FilterCriteria: { Filters: [{ Pattern: JSON.stringify({ eventName: ['INSERT'] }) }] },
@@ -228,7 +242,7 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
       // Every statement is one of the four above: no wildcard resource, no other action.
       expect(grants.every((g) => g.resource !== '"*"')).toBe(true);
       expect(grants.flatMap((g) => g.actions).sort()).toEqual(
-        ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Scan', 'dynamodb:GetItem', 'dynamodb:Query', 'events:PutEvents', 'sns:Publish'].sort(),
+        ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Scan', 'dynamodb:GetItem', 'dynamodb:Query', 'events:PutEvents', 'sns:Publish', 'logs:CreateLogStream', 'logs:PutLogEvents'].sort(),
       );
     });
   });
