@@ -83,7 +83,7 @@ describe('ensureTables against DynamoDB Local', () => {
     const other = await testTables();
     try {
       expect(other.prefix).not.toBe(t.prefix);
-      // Every page: the run's DynamoDB Local holds every test file's tables, often more than one page (100).
+      // ListTables answers at most 100 names a page, and the run's other files have tables here too.
       const TableNames: string[] = [];
       let start: string | undefined;
       do {
