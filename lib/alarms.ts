@@ -1,15 +1,15 @@
 import { Duration, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import { Operation } from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct, type IConstruct } from 'constructs';
 import { ERROR_CATALOG } from '../lambdas/core/errors';
-import { CODE_DIMENSION, METRIC_NAMESPACE, PROVIDER_DIMENSION, SLUICE_METRICS, STAGE_DIMENSION } from './dashboard';
 import { ALL_TABLES } from '../lambdas/shared/schema';
+import { CODE_DIMENSION, METRIC_NAMESPACE, PROVIDER_DIMENSION, SLUICE_METRICS, STAGE_DIMENSION } from './dashboard';
 import type { StageSettings } from './stage';
 import type { SluiceTables } from './tables';
 
@@ -36,7 +36,17 @@ export function serverErrorCodes(): readonly string[] {
 }
 
 /** DynamoDB operations whose system errors are watched (an alarm's math may hold 10 metrics at most). */
-const WATCHED_OPERATIONS = ['GetItem', 'BatchGetItem', 'Query', 'Scan', 'PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems'] as const;
+const WATCHED_OPERATIONS: readonly Operation[] = [
+  Operation.GET_ITEM,
+  Operation.BATCH_GET_ITEM,
+  Operation.QUERY,
+  Operation.SCAN,
+  Operation.PUT_ITEM,
+  Operation.UPDATE_ITEM,
+  Operation.DELETE_ITEM,
+  Operation.BATCH_WRITE_ITEM,
+  Operation.TRANSACT_WRITE_ITEMS,
+];
 
 /** Properties of {@link SluiceAlarms}. */
 export interface SluiceAlarmsProps {
@@ -201,7 +211,7 @@ export class SluiceAlarms extends Construct {
         alarm(
           `DynamoSystemErrors-${id}`,
           'DynamoDB answered with system errors (its own 500s); the SDKs retry, but persistent errors fail requests and settlements.',
-          table.metricSystemErrorsForOperations({ operations: WATCHED_OPERATIONS.map((o) => o as dynamodb.Operation), period: fiveMinutes }),
+          table.metricSystemErrorsForOperations({ operations: [...WATCHED_OPERATIONS], period: fiveMinutes }),
           a.dynamoSystemErrorsPer5Min,
         ),
         alarm(

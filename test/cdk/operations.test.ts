@@ -165,6 +165,16 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
     });
   });
 
+  it('watches DynamoDB system errors per table, transactions included, within an alarm\'s 10 metrics', () => {
+    const alarm = Object.values(resources(t(), 'AWS::CloudWatch::Alarm')).find((a) => a.Properties.AlarmName === `Sluice-${stage}-DynamoSystemErrors-ledger`);
+    const metrics = (alarm?.Properties.Metrics ?? []) as { MetricStat?: { Metric: { MetricName: string; Dimensions: { Name: string; Value: unknown }[] } } }[];
+    const stats = metrics.filter((m) => m.MetricStat !== undefined);
+    expect(stats.length).toBeLessThanOrEqual(10);
+    const operations = stats.map((m) => m.MetricStat?.Metric.Dimensions.find((d) => d.Name === 'Operation')?.Value);
+    expect(operations).toEqual(expect.arrayContaining(['TransactWriteItems', 'UpdateItem', 'GetItem', 'Query']));
+    for (const m of stats) expect(m.MetricStat?.Metric.MetricName).toBe('SystemErrors');
+  });
+
   it('watches p99 time to first byte and whole-request latency', () => {
     const a = stageSettings(stage).alarms;
     t().hasResourceProperties('AWS::CloudWatch::Alarm', { AlarmName: `Sluice-${stage}-FirstByteP99`, MetricName: 'TimeToFirstByteMs', ExtendedStatistic: 'p99', Threshold: a.firstByteP99Ms });
