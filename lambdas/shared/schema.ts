@@ -97,6 +97,7 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     partitionKey: S('pk'),
     sortKey: S('sk'),
     indexes: [{ indexName: USAGE_BY_REQUEST, partitionKey: S('requestId') }],
+    ttlAttribute: 'ttl',
     stream: true,
   },
   /** Daily and monthly totals written by the aggregator, plus its de-duplication markers. */

@@ -129,7 +129,7 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
 
 /**
  * Settles every hold whose expiry is at or before `now`, then writes one EMF line with
- * `HoldsSwept`, `HoldsOutstanding`, `SpendMicros` and, when counted, `TransactionConflicts`
+ * `HoldsSwept`, `HoldsOutstanding`, `SpendMicros`, `ExpiredHoldsBacklog` and, when counted, `TransactionConflicts`
  * (namespace `Sluice`, dimension `Stage`).
  * A hold that fails to settle is logged and left for the next tick; it does not stop the rest.
  */
@@ -183,6 +183,8 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
     { Name: 'HoldsSwept', Unit: 'Count' },
     { Name: 'HoldsOutstanding', Unit: 'Count' },
     { Name: 'SpendMicros', Unit: 'Count' },
+    // Expired holds this run left open (failed or out of time): the backlog alarm's metric.
+    { Name: 'ExpiredHoldsBacklog', Unit: 'Count' },
   ];
   const conflicts = deps.takeConflicts?.();
   if (conflicts !== undefined) metrics.push({ Name: 'TransactionConflicts', Unit: 'Count' });
@@ -205,6 +207,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       HoldsSwept: swept,
       HoldsOutstanding: outstanding,
       SpendMicros: chargedMicros,
+      ExpiredHoldsBacklog: failed + deferred,
       ...(conflicts === undefined ? {} : { TransactionConflicts: conflicts }),
     }),
   );
