@@ -10,16 +10,11 @@
  * per request mostly measures the machine. This figure is the part the code controls. It does not
  * replace the process figure; the benchmark reports both.
  */
-import { Readable } from 'node:stream';
-import { loadCatalogFiles } from '../cli/ops/catalog';
 import { EmfTelemetry } from '../lambdas/adapters/emf-telemetry';
-import { hashKey } from '../lambdas/core/api-key';
-import { Gateway, type GatewayRequest } from '../lambdas/gateway/app';
-import type { AdmitRequest, Catalog, Ledger, ResponseSink, Upstream, UpstreamRequest } from '../lambdas/gateway/ports';
-import { loadConfig } from '../lambdas/shared/config';
-import type { HoldRecord, KeyRecord, WorkspaceRecord } from '../lambdas/shared/records';
+import type { Gateway } from '../lambdas/gateway/app';
+import type { GatewayRequest, ResponseSink } from '../lambdas/gateway/ports';
+import { RAW_KEY, memoryGateway } from '../test/support/memory-ports';
 
-const RAW_KEY = `slc_dev_${'a'.repeat(43)}`;
 const MODEL = 'local/sim-small';
 
 export interface OwnCpu {
@@ -94,59 +89,13 @@ function nullSink(): ResponseSink & { bytes: number; status: number } {
   return sink;
 }
 
-function gatewayInMemory(reply: { current: () => Readable; stream: boolean }): Gateway {
-  const now = Date.now();
-  const key: KeyRecord = { keyHash: hashKey(RAW_KEY), keyId: 'key_own', workspaceId: 'ws_own', visible: 'slc_dev_…aaaa', createdAt: now };
-  const workspace: WorkspaceRecord = { pk: 'ws_own', sk: 'META', workspaceId: 'ws_own', name: 'own', createdAt: now, paused: false };
-  const { providers, models } = loadCatalogFiles();
-  const catalog: Catalog = {
-    model: (id) => Promise.resolve(models.find((m) => m.id === id)),
-    models: () => Promise.resolve(models),
-    provider: (name) => Promise.resolve(providers.find((p) => p.name === name)),
-    providers: () => Promise.resolve(providers),
-  };
-  const ledger: Ledger = {
-    admit: (r: AdmitRequest) => {
-      const hold: HoldRecord = {
-        holdId: r.holdId,
-        workspaceId: r.workspaceId,
-        keyId: r.keyId,
-        family: r.family,
-        requestedModel: r.requestedModel,
-        amountMicros: r.amountMicros,
-        inputMicros: r.inputMicros,
-        windows: ['KEYWIN#key_own#m', 'WSMONTH#m'],
-        byok: r.byok,
-        createdAt: r.now,
-        expiresAt: r.expiresAt,
-        open: '1',
-        ttl: 0,
-      };
-      return Promise.resolve({ admitted: true, hold });
-    },
-    settle: () => Promise.resolve(true),
-    extend: () => Promise.resolve(true),
-    countRequest: () => Promise.resolve({}),
-  };
-  const upstream: Upstream = {
-    send: (_r: UpstreamRequest) =>
-      Promise.resolve({ status: 200, headers: { 'content-type': reply.stream ? 'text/event-stream' : 'application/json' }, body: reply.current() }),
-  };
-  let id = 0;
-  return new Gateway({
-    config: loadConfig({ SLUICE_STAGE: 'bench', SLUICE_KEY_RATE_PER_MINUTE: '100000000' }),
-    keys: { findByHash: (h) => Promise.resolve(h === key.keyHash ? key : undefined) },
-    workspaces: { workspace: () => Promise.resolve(workspace), member: () => Promise.resolve(undefined), profile: () => Promise.resolve(undefined) },
-    catalog,
-    secrets: { get: () => Promise.resolve('sk-provider-key') },
-    ledger,
-    upstream,
-    // The EMF line is built as deployed; only its write (a syscall) is left out.
+/** The real gateway on the in-memory ports of `test/support/memory-ports.ts`; the EMF line is built as deployed, only its write is left out. */
+function gatewayInMemory(reply: { chunks: readonly Buffer[] }): Gateway {
+  return memoryGateway({
     telemetry: new EmfTelemetry('bench', () => undefined),
-    env: { SLUICE_LOCAL_UPSTREAM_URL: 'http://127.0.0.1:9/v1' },
-    clock: Date.now,
-    newId: () => `own${(id += 1)}`,
-  });
+    replies: () => ({ status: 200, chunks: reply.chunks }),
+    recordUpstream: false,
+  }).gateway;
 }
 
 async function cpuOf(n: number, serve: () => Promise<void>): Promise<number> {
@@ -158,7 +107,7 @@ async function cpuOf(n: number, serve: () => Promise<void>): Promise<number> {
 
 /** Serves `requests` non-streamed requests and streams of two lengths after a warm-up. */
 export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
-  const reply = { current: (): Readable => Readable.from([completion()]), stream: false };
+  const reply = { chunks: [completion()] as readonly Buffer[] };
   const gateway = gatewayInMemory(reply);
   const headers = { authorization: `Bearer ${RAW_KEY}`, 'content-type': 'application/json' };
   const request = (stream: boolean): GatewayRequest => ({ method: 'POST', path: '/v1/chat/completions', headers, body: chatBody(stream), traceId: 't' });
@@ -169,8 +118,7 @@ export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
   };
 
   const nonStreamed = async (): Promise<void> => {
-    reply.stream = false;
-    reply.current = () => Readable.from([completion()]);
+    reply.chunks = [completion()];
     await serve(false, 100);
   };
   const LONG = 200;
@@ -181,8 +129,7 @@ export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
     // The injected usage frame is withheld from the client; every other byte reaches it.
     const least = frames.slice(0, -2).reduce((n, f) => n + f.length, 0);
     return async (): Promise<void> => {
-      reply.stream = true;
-      reply.current = () => Readable.from(frames);
+      reply.chunks = frames;
       await serve(true, least);
     };
   };
