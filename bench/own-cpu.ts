@@ -94,7 +94,7 @@ function gatewayInMemory(reply: { chunks: readonly Buffer[] }): Gateway {
   return memoryGateway({
     telemetry: new EmfTelemetry('bench', () => undefined),
     replies: () => ({ status: 200, chunks: reply.chunks }),
-    recordUpstream: false,
+    record: false,
   }).gateway;
 }
 

@@ -37,12 +37,18 @@ export function logFault(requestId: string, phase: FaultPhase, err: unknown): vo
  * Runs one port call. A `SluiceError` passes as it is (it is already SPEC's answer); any other
  * fault is logged by kind, then becomes `refusal()`.
  */
-export async function guarded<T>(requestId: string, phase: FaultPhase, call: () => Promise<T>, refusal: () => SluiceError): Promise<T> {
+export function guarded<T>(requestId: string, phase: FaultPhase, call: () => Promise<T>, refusal: () => SluiceError): Promise<T> {
+  // A rejection handler rather than an async function: no extra promise on the common path. A
+  // port that throws instead of rejecting is a fault like any other.
+  let pending: Promise<T>;
   try {
-    return await call();
+    pending = call();
   } catch (err) {
+    pending = Promise.reject(err);
+  }
+  return pending.then(undefined, (err: unknown) => {
     if (err instanceof SluiceError) throw err;
     logFault(requestId, phase, err);
     throw refusal();
-  }
+  });
 }

@@ -62,14 +62,18 @@ export class MemoryLedger implements Ledger {
   extensionsLeft = Number.POSITIVE_INFINITY;
   faults: LedgerFault = {};
 
-  constructor(creditMicros: number) {
+  /** `record` keeps every admission and settlement for tests to read; the benchmark keeps none. */
+  constructor(
+    creditMicros: number,
+    private readonly record = true,
+  ) {
     this.creditedMicros = creditMicros;
     this.availableMicros = creditMicros;
   }
 
   admit(r: AdmitRequest): Promise<AdmitOutcome> {
     if (this.faults.admit !== undefined) return Promise.reject(this.faults.admit);
-    this.admitted.push(r);
+    if (this.record) this.admitted.push(r);
     // The real admission counts the key's rate in its own transaction.
     this.counted += 1;
     if (this.rateRetryAfter !== undefined) return Promise.resolve({ admitted: false, refusal: { kind: 'rate_limit_exceeded', retryAfterSeconds: this.rateRetryAfter } });
@@ -105,7 +109,7 @@ export class MemoryLedger implements Ledger {
     this.heldMicros -= held.amountMicros;
     this.availableMicros += held.amountMicros - charge;
     this.spentMicros += charge;
-    this.settlements.push({ hold: held, settlement });
+    if (this.record) this.settlements.push({ hold: held, settlement });
     return Promise.resolve(true);
   }
 
@@ -168,7 +172,8 @@ export class ScriptedUpstream implements Upstream {
     if (reply.hang === true) {
       return new Promise((_resolve, reject) => request.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
     }
-    const chunks = (reply.chunks ?? []).map((c) => (typeof c === 'string' ? Buffer.from(c) : c));
+    const given = reply.chunks ?? [];
+    const chunks = given.some((c) => typeof c === 'string') ? given.map((c) => (typeof c === 'string' ? Buffer.from(c) : c)) : given;
     const breakAfter = reply.breakAfter;
     const body$ =
       breakAfter === undefined
@@ -273,8 +278,8 @@ export interface MemoryGatewayOptions {
   readonly telemetry?: Telemetry;
   readonly replies?: (providerModelId: string) => CannedReply;
   readonly clock?: () => number;
-  /** Record and parse each upstream call (tests); off for the benchmark. @default true */
-  readonly recordUpstream?: boolean;
+  /** Keep every upstream call, admission and settlement (tests); off for the benchmark. @default true */
+  readonly record?: boolean;
 }
 
 const silent: Telemetry = { request: () => undefined };
@@ -283,12 +288,12 @@ const silent: Telemetry = { request: () => undefined };
 export function memoryGateway(options: MemoryGatewayOptions = {}): MemoryGateway {
   const clock = options.clock ?? Date.now;
   const now = clock();
-  const ledger = new MemoryLedger(options.creditMicros ?? 1_000_000_000_000);
+  const ledger = new MemoryLedger(options.creditMicros ?? 1_000_000_000_000, options.record ?? true);
   const directory = new MemoryDirectory();
   const keyHash = hashKey(RAW_KEY);
   directory.keys.set(keyHash, { keyHash, keyId: KEY_ID, workspaceId: WORKSPACE_ID, visible: 'slc_dev_…aaaa', createdAt: now });
   directory.workspaces.set(WORKSPACE_ID, { pk: WORKSPACE_ID, sk: 'META', workspaceId: WORKSPACE_ID, name: 'mem', createdAt: now, paused: false });
-  const upstream = new ScriptedUpstream(options.replies ?? (() => ({ status: 200, chunks: ['{}'] })), options.recordUpstream ?? true);
+  const upstream = new ScriptedUpstream(options.replies ?? (() => ({ status: 200, chunks: ['{}'] })), options.record ?? true);
   const secrets = new Map<string, string>();
   const secretSource: SecretSource = { get: (name) => Promise.resolve(secrets.get(name)) };
   let id = 0;
