@@ -25,6 +25,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
 import { DynamoLedger } from '../lambdas/adapters/dynamo-ledger';
+import type { DocumentSender } from '../lambdas/adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitRequest } from '../lambdas/gateway/ports';
 import { documentClient, wireClient } from '../lambdas/adapters/dynamo-client';
 import { loadConfig } from '../lambdas/shared/config';
@@ -39,6 +40,7 @@ import { GatewayProcess, startSimulatorProcess } from './processes';
 import { renderProfile, summarizeProfile, type ProfileSummary } from './profile-summary';
 import type { GatewayStats, Phases, TripSample } from './protocol';
 import { measureOwnCpu, type OwnCpu } from './own-cpu';
+import { LowLevelSender } from './sdk-low-level';
 import { histogram, round, summarize, type Summary } from './stats';
 
 // ---------------------------------------------------------------------------------------------
@@ -697,6 +699,22 @@ async function main(): Promise<void> {
       await sdkLedger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
     }
 
+    log(`control: the SDK's low-level DynamoDBClient, input in attribute values, CPU per TransactWriteItems (${plan.sdkCalls} calls)`);
+    const lowLevel = new LowLevelSender(db.endpoint);
+    cleanup.add('low-level SDK client', async () => lowLevel.destroy());
+    const lowLedger = new DynamoLedger(lowLevel as unknown as DocumentSender, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
+    const lowLevelCpuUs: number[] = [];
+    for (let i = 0; i < plan.sdkCalls + 20; i += 1) {
+      const now = Date.now();
+      const c0 = process.cpuUsage();
+      const before = lowLedger.roundTrips;
+      const outcome = await lowLedger.admit(floorAdmission(now));
+      const cpu = process.cpuUsage(c0);
+      if (!outcome.admitted) throw new Error(`the low-level control's admission was refused: ${outcome.refusal.kind}`);
+      if (i >= 20 && lowLedger.roundTrips - before === 1) lowLevelCpuUs.push(cpu.user + cpu.system);
+      await lowLedger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
+    }
+
     // --- Stop the stack, then the bundle's module init on a quieter machine.
     const gatewayLogLines = gw.logLines;
     await gw.stop();
@@ -737,6 +755,7 @@ async function main(): Promise<void> {
         relayPerRequestUs: relayCpu.totalUs,
         wirePerTransactionUs: summarize(txnCpuUs).mean,
         sdkPerTransactionUs: summarize(sdkCpuUs).mean,
+        sdkLowLevelPerTransactionUs: summarize(lowLevelCpuUs).mean,
         processRemainderPerRequestUs: cpuPerRequestUs - relayCpu.totalUs - 2 * summarize(txnCpuUs).mean,
         idleWakeupUs: wakeupUs,
         own,
@@ -905,6 +924,8 @@ interface CpuFigures {
   readonly wirePerTransactionUs: number;
   /** The same over the AWS SDK v3 DocumentClient (control: what the gateway used before). */
   readonly sdkPerTransactionUs: number;
+  /** Client-side CPU of one TransactWriteItems over the SDK's low-level DynamoDBClient, input pre-marshalled (the alternative to DynamoWire). */
+  readonly sdkLowLevelPerTransactionUs: number;
   /** Gateway minus bare relay minus two DynamoWire calls (admit, settle): the rest of the process. */
   readonly processRemainderPerRequestUs: number;
   /** CPU this machine charges a Node process to sleep 2 ms and wake, with no work (control). */
@@ -1150,9 +1171,13 @@ function renderTables(r: Results): string {
     ['  control: bare relay CPU per request', `${n(c.relayPerRequestUs)} us`],
     ['  control: DynamoWire client CPU per TransactWriteItems', `${n(c.wirePerTransactionUs)} us (x2 per request: admit, settle)`],
     ['  control: AWS SDK client CPU per TransactWriteItems', `${n(c.sdkPerTransactionUs)} us (the client used before DynamoWire)`],
+    ['  control: SDK low-level DynamoDBClient, pre-marshalled', `${n(c.sdkLowLevelPerTransactionUs)} us (DynamoWire saves ${n(c.sdkLowLevelPerTransactionUs - c.wirePerTransactionUs)} us per call)`],
     ['  control: CPU of one idle 2 ms sleep and wake-up, no work', `${n(c.idleWakeupUs)} us`],
     ['  gateway - relay - 2 x DynamoWire (rough)', `${n(c.processRemainderPerRequestUs)} us`],
     ['Sluice\'s own code, ports in memory: per request / chunk', `${n(c.own.perRequestUs)} us / ${n(c.own.perChunkUs)} us (no socket, syscall or wait; ${c.own.requests} requests)`],
+    ['  own: middy streaming handler / plain handler, per request', `${n(c.own.handler.middyPerRequestUs)} / ${n(c.own.handler.plainPerRequestUs)} us (middy adds ${n(c.own.handler.middyPerRequestUs - c.own.handler.plainPerRequestUs)} us)`],
+    ['  own: middy streaming handler / plain handler, per chunk', `${n(c.own.handler.middyPerChunkUs)} / ${n(c.own.handler.plainPerChunkUs)} us`],
+    ['  own: per chunk without the relay\'s byte scan (every frame parsed)', `${n(c.own.perChunkNoScanUs)} us (the scan saves ${n(100 * (1 - c.own.perChunkUs / c.own.perChunkNoScanUs))}%)`],
     ['gateway CPU per SSE chunk: paced, busy / unpaced', `${n(c.perChunkBusyUs)} us (${c.busy.gateway.concurrency} streams in flight) / ${n(c.perChunkUnpacedUs)} us`],
     ['  control: bare relay CPU per paced chunk, busy', `${n(c.relayPerChunkBusyUs)} us`],
     ['  busy: gateway - relay (Sluice, shim and their stream layers)', `${n(c.perChunkBusyUs - c.relayPerChunkBusyUs)} us`],
