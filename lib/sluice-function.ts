@@ -79,6 +79,8 @@ export class SluiceFunction extends Construct {
         // the CommonJS build of the signer would pull in 130 KB of @smithy/core.
         mainFields: ['module', 'main'],
         forceDockerBundling: false,
+        // esbuild's per-file size report is noise in every synth and test run; warnings still show.
+        logLevel: nodejs.LogLevel.WARNING,
       },
     });
   }
