@@ -17,6 +17,10 @@
  * Every figure is skewed by whatever else the machine runs: the load average is reported.
  *
  * Output: a table on stdout, `bench-results/bench.json`, `bench-results/latency.svg`.
+ *
+ * Cut: `args.ts` (the plans and the command line), this file (the stack and the phases, in the
+ * order they run), `report.ts` (the figures, their targets and the tables), and one module per
+ * measurement it calls (`own-cpu.ts`, `chunk-cpu.ts`, `sdk-low-level.ts`, `bundle.ts`, `load.ts`).
  */
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -118,9 +122,6 @@ function authHeaders(key: string): Record<string, string> {
 function expectOk(t: { status: number }, what: string): void {
   if (t.status !== 200) throw new Error(`${what} answered ${t.status}`);
 }
-
-// ---------------------------------------------------------------------------------------------
-// Results
 
 // ---------------------------------------------------------------------------------------------
 // The run
@@ -690,9 +691,6 @@ class StreamCounts {
     return { streams: this.streams, frames: this.frames, bytes: this.bytes, coalescedReads: this.coalescedReads, maxFramesPerRead: this.maxFramesPerRead };
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Results and targets
 
 main().then(
   () => process.exit(0),
