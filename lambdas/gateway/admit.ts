@@ -15,7 +15,7 @@ import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
 import type { HoldRecord } from '../shared/records';
 import { counted, type Caller } from './authenticate';
 import { guarded } from './faults';
-import type { AdmissionLimits, GatewayRequest, RequestContext } from './ports';
+import type { AdmissionLimits, AdmitOutcome, AdmitRequest, GatewayRequest, RequestContext } from './ports';
 import { serviceKeyAvailable } from './providers';
 import { refusalError } from './refusals';
 import { resolveModel, type Candidate } from './resolve';
@@ -50,42 +50,60 @@ export function pausedError(): SluiceError {
   return new SluiceError('paused_by_owner', "The workspace's owner has paused it; requests are refused until the owner lifts the pause.");
 }
 
-/** Runs the checks and the admission; returns the admitted request or throws its refusal. `named` learns the model field once read. */
-export async function admit(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, named: (model: string) => void): Promise<Admitted> {
+/** How admission ended: admitted, or refused with SPEC's answer (and the model named, once the field was read). */
+export type Admission = { readonly admitted: Admitted } | { readonly refused: SluiceError; readonly model?: string };
+
+/** Runs the checks and the admission. A fault that is not a refusal is thrown. */
+export async function admit(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller): Promise<Admission> {
   const { deps } = ctx;
   const now = deps.clock();
+  const named: { model?: string } = {};
   let checked: Checked;
   try {
     checked = await check(ctx, req, rules, caller, named);
   } catch (err) {
-    throw err instanceof SluiceError ? await counted(ctx, caller, err) : err;
+    if (!(err instanceof SluiceError)) throw err;
+    return { refused: await counted(ctx, caller, err), ...named };
   }
-  const { largest } = checked;
+  const refused = (error: SluiceError): Admission => ({ refused: error, model: checked.requestedModel });
   // A fault reading the limits or admitting is the store's, not the request's: it is not counted.
-  const limits = await limitsFor(ctx, caller);
-  const outcome = await guarded(
-    ctx.requestId,
-    'admit',
-    () =>
-      deps.ledger.admit({
-        holdId: ctx.requestId,
-        workspaceId: caller.workspace.workspaceId,
-        keyId: caller.key.keyId,
-        memberId: caller.key.memberId,
-        family: rules.family,
-        requestedModel: checked.requestedModel,
-        amountMicros: largest?.amountMicros ?? 0,
-        inputMicros: largest?.inputMicros ?? 0,
-        // Only a chain served wholly on the workspace's own keys holds nothing.
-        byok: largest === undefined,
-        limits,
-        now,
-        expiresAt: now + deps.config.requestLimitMs + deps.config.holdGraceMs,
-      }),
-    () => new SluiceError('balance_unavailable', 'The balance cannot be read right now; try again shortly.'),
-  );
-  if (!outcome.admitted) throw await counted(ctx, caller, refusalError(outcome.refusal, limits));
-  return { hold: outcome.hold, limits, rules, text: checked.text, body: checked.body, requestedModel: checked.requestedModel, route: checked.route, candidates: checked.candidates };
+  let limits: AdmissionLimits;
+  let outcome: AdmitOutcome;
+  try {
+    limits = await limitsFor(ctx, caller);
+    outcome = await guarded(
+      ctx.requestId,
+      'admit',
+      () => deps.ledger.admit(admitRequest(ctx, caller, rules, checked, limits, now)),
+      () => new SluiceError('balance_unavailable', 'The balance cannot be read right now; try again shortly.'),
+    );
+  } catch (err) {
+    if (err instanceof SluiceError) return refused(err);
+    throw err;
+  }
+  if (!outcome.admitted) return refused(await counted(ctx, caller, refusalError(outcome.refusal, limits)));
+  const { text, body, requestedModel, route, candidates } = checked;
+  return { admitted: { hold: outcome.hold, limits, rules, text, body, requestedModel, route, candidates } };
+}
+
+/** The ledger's admission: the dearest candidate's hold under every limit of the caller. */
+function admitRequest(ctx: RequestContext, caller: Caller, rules: FamilyRules, checked: Checked, limits: AdmissionLimits, now: number): AdmitRequest {
+  const { largest } = checked;
+  return {
+    holdId: ctx.requestId,
+    workspaceId: caller.workspace.workspaceId,
+    keyId: caller.key.keyId,
+    memberId: caller.key.memberId,
+    family: rules.family,
+    requestedModel: checked.requestedModel,
+    amountMicros: largest?.amountMicros ?? 0,
+    inputMicros: largest?.inputMicros ?? 0,
+    // Only a chain served wholly on the workspace's own keys holds nothing.
+    byok: largest === undefined,
+    limits,
+    now,
+    expiresAt: now + ctx.deps.config.requestLimitMs + ctx.deps.config.holdGraceMs,
+  };
 }
 
 interface Checked {
@@ -99,14 +117,14 @@ interface Checked {
 }
 
 /** Every check before the ledger, in DESIGN's order. */
-async function check(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, named: (model: string) => void): Promise<Checked> {
+async function check(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, named: { model?: string }): Promise<Checked> {
   const { deps } = ctx;
   if (req.body.length > MAX_BODY_BYTES) throw tooLarge();
   const text = req.body.toString('utf8');
   const body = parseBody(text);
 
   const ref = parseModelField(body.model);
-  named(ref.id);
+  named.model = ref.id;
   if (rules.refusesStore && body.store === true) {
     throw new SluiceError('unsupported_value_store', "Sluice keeps no conversation state, so only store: false is accepted (or leave 'store' out).");
   }

@@ -92,9 +92,13 @@ type GatewayRequestSink = RequestContext['sink'];
 
 /** A completion: admitted, attempted, relayed, settled. Settles whatever happens after admission. */
 async function complete(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, known: Known): Promise<Served> {
-  const admitted: Admitted = await admit(ctx, req, rules, caller, (model) => {
-    known.model = model;
-  });
+  const admission = await admit(ctx, req, rules, caller);
+  if ('refused' in admission) {
+    known.model = admission.model;
+    throw admission.refused;
+  }
+  const { admitted } = admission;
+  known.model = admitted.requestedModel;
   const deadline = startDeadline(ctx);
   let replied: Admitted['candidates'][number] | undefined;
   let attempts = 0;
