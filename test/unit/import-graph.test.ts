@@ -34,7 +34,7 @@ function importsOf(file: string): string[] {
 }
 
 /** Every cycle's members (strongly connected components of more than one file, or a file importing itself). */
-export function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+function cycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   let index = 0;
   const indices = new Map<string, number>();
   const low = new Map<string, number>();
