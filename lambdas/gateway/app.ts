@@ -15,7 +15,7 @@ import { attemptAll, startDeadline } from './attempt';
 import { authenticate, countRequest, counted, type Caller } from './authenticate';
 import { logFault } from './faults';
 import { listModels, readModel } from './models';
-import type { GatewayDeps, GatewayRequest, RequestContext, Served } from './ports';
+import type { GatewayDeps, GatewayRequest, RequestContext, ResponseSink, Served } from './ports';
 import { relayBody } from './relay-body';
 import { relayStream } from './relay-stream';
 import { writeErrorResponse } from './respond';
@@ -37,7 +37,7 @@ export class Gateway {
   constructor(private readonly deps: GatewayDeps) {}
 
   /** Serves one request to completion, settlement included. Never throws. */
-  async serve(req: GatewayRequest, sink: GatewayRequestSink): Promise<void> {
+  async serve(req: GatewayRequest, sink: ResponseSink): Promise<void> {
     const { deps } = this;
     const ctx: RequestContext = { deps, requestId: `req_${deps.newId()}`, traceId: req.traceId, startedAt: deps.clock(), sink };
     const known: Known = {};
@@ -86,9 +86,6 @@ export class Gateway {
     return route.kind === 'models' ? listModels(ctx, caller) : readModel(ctx, route.id);
   }
 }
-
-/** The response sink a request is served to. */
-type GatewayRequestSink = RequestContext['sink'];
 
 /** A completion: admitted, attempted, relayed, settled. Settles whatever happens after admission. */
 async function complete(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, known: Known): Promise<Served> {
