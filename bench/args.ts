@@ -81,19 +81,28 @@ export const QUICK: Plan = {
 export interface Options {
   readonly quick: boolean;
   readonly profile: boolean;
+  /** Only the store write map (`store-map.ts`). */
+  readonly storeMapOnly: boolean;
+  /** Leave the store write map out of a run. */
+  readonly noStoreMap: boolean;
 }
 
-/** Reads `--quick` and `--profile`; anything else is refused with the list of what is accepted. */
+/** Reads the run's switches; anything else is refused with the list of what is accepted. */
 export function parseArgs(argv: readonly string[]): Options {
   try {
     const { values } = parseCommandLine({
       args: [...argv],
-      options: { quick: { type: 'boolean', default: false }, profile: { type: 'boolean', default: false } },
+      options: {
+        quick: { type: 'boolean', default: false },
+        profile: { type: 'boolean', default: false },
+        'store-map-only': { type: 'boolean', default: false },
+        'no-store-map': { type: 'boolean', default: false },
+      },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick === true, profile: values.profile === true };
+    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map)`);
   }
 }

@@ -10,6 +10,8 @@
  *
  *   npm run bench                  full run (about 2.5 minutes on 2 cores)
  *   npm run bench -- --quick       a short smoke run (under a minute)
+ *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
+ *                                  full run also makes at its end (`--no-store-map` to skip it)
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
@@ -47,6 +49,7 @@ import { measureOwnCpu } from './own-cpu';
 import { FULL, QUICK, parseArgs } from './args';
 import { MB, buildResults, phaseReport, renderTables, side, tripReport, type BigStream, type FrameCounts, type Throughput } from './report';
 import { LowLevelSender } from './sdk-low-level';
+import { storeMapMain } from './store-map';
 import { round, summarize } from './stats';
 
 /** The whole run may not take longer than this; the watchdog then cleans up and exits. */
@@ -692,7 +695,11 @@ class StreamCounts {
   }
 }
 
-main().then(
+// The store write map (`store-map.ts`) runs after the rest, on a stack of its own, and merges its
+// figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
+const options = parseArgs(process.argv.slice(2));
+const benchArgs = process.argv.slice(2);
+(options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
