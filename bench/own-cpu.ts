@@ -11,7 +11,7 @@
  * replace the process figure; the benchmark reports both.
  */
 import { Readable } from 'node:stream';
-import { loadCatalogFiles } from '../cli/ops/catalog';
+import { loadCatalogFiles } from '../local/ops';
 import { EmfTelemetry } from '../lambdas/adapters/emf-telemetry';
 import { hashKey } from '../lambdas/core/api-key';
 import { Gateway, type GatewayRequest } from '../lambdas/gateway/app';

@@ -23,7 +23,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, wr
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../local/ops';
 import { DynamoLedger } from '../lambdas/adapters/dynamo-ledger';
 import type { AdmissionLimits, AdmitRequest } from '../lambdas/gateway/ports';
 import { documentClient, wireClient } from '../lambdas/adapters/dynamo-client';

@@ -228,7 +228,7 @@ async function start(): Promise<void> {
   checkCancelled();
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
 
-  const ops = await import('../cli/ops');
+  const ops = await import('./ops');
   const ctx = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
   const imported = await ops.importCatalog(ctx, {});
   log(`catalog imported: ${imported.providers} providers, ${imported.models} models`);
@@ -349,7 +349,7 @@ interface Seed {
   readonly rawKey?: string;
 }
 
-type Ops = typeof import('../cli/ops');
+type Ops = typeof import('./ops');
 
 /**
  * Creates the dev workspace, its credit and a key on first start. Only the workspace id is kept

@@ -11,7 +11,8 @@ import https from 'node:https';
 import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
 import providers from '../../config/providers.json';
 import models from '../../config/catalog.json';
-import { parseCatalogEntries, writeCatalog } from '../../cli/ops/catalog';
+import { writeCatalog } from '../store/directory-catalog';
+import { parseCatalogEntries } from '../store/directory-catalog-items';
 import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 

@@ -14,8 +14,10 @@ import type { TokenCounts } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { startStreamPoller, type StreamBatchHandler } from '../../local/stream-poller';
 import { testTables, type TestTables } from '../support/dynamo';
-import { usageCommand } from '../../cli/commands/usage';
-import { ValidationError, WorkspaceNotFoundError } from '../../cli/errors';
+import { renderUsage, usageQuery } from '../../cli/commands/usage';
+import { usageReport } from '../../lambdas/admin/usage-report';
+import type { AdminContext } from '../../lambdas/store/directory-context';
+import { ValidationError, WorkspaceNotFoundError } from '../../lambdas/store/directory-errors';
 
 const CREDIT = 1_000_000_000;
 const WS = 'ws_agg';
@@ -258,6 +260,11 @@ describe('aggregator', () => {
     expect(find(await rows('day', '2027-01-05', '2027-01-05'), '2027-01-05', 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
   });
 });
+
+/** The report the management API builds, rendered as `sluice usage` prints it. */
+async function usageCommand(argv: readonly string[], ctx: AdminContext): Promise<ReturnType<typeof renderUsage>> {
+  return renderUsage(await usageReport(ctx, usageQuery(argv, (ctx.now ?? Date.now)())));
+}
 
 describe('sluice usage', () => {
   // Runs after the aggregator tests above, whose rollups it reads.

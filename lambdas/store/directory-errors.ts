@@ -157,3 +157,38 @@ export class LocalStageNotRunningError extends AdminError {
     this.name = 'LocalStageNotRunningError';
   }
 }
+
+/** A credit reference already credited a different amount; a reference names one top-up. */
+export class ReferenceUsedError extends AdminError {
+  constructor(reference: string, originalMicros: number, at: number) {
+    super(
+      'reference_used',
+      `reference ${reference} already credited ${originalMicros} micro-units on ${new Date(at).toISOString()}; a reference credits once`,
+    );
+    this.name = 'ReferenceUsedError';
+  }
+}
+
+/** An adjustment would take the balance below zero or below what is held for running requests. */
+export class BelowHeldError extends AdminError {
+  constructor(message: string) {
+    super('below_held', message);
+    this.name = 'BelowHeldError';
+  }
+}
+
+/** A model id that is in no catalog; the message names the closest catalogued id. */
+export class ModelNotInCatalogError extends AdminError {
+  constructor(id: string, closest: string | undefined) {
+    super('model_not_in_catalog', `${id} is in no catalog${closest === undefined ? '' : `; did you mean ${closest}?`}`);
+    this.name = 'ModelNotInCatalogError';
+  }
+}
+
+/** No usage row of that request was found in the range read. */
+export class UsageNotFoundError extends AdminError {
+  constructor(requestId: string) {
+    super('usage_not_found', `no usage row of request ${requestId} in the range read; widen it with --since`);
+    this.name = 'UsageNotFoundError';
+  }
+}

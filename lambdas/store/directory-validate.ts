@@ -1,7 +1,7 @@
 /**
  * Argument checks and money conversions shared by the admin operations. Pure: no SDK, no I/O.
  */
-import { ValidationError } from './errors';
+import { ValidationError } from './directory-errors';
 
 /** Micro-units per minor unit: the ledger counts millionths of a cent. */
 export const MICROS_PER_MINOR = 1_000_000;

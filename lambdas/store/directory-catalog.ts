@@ -1,76 +1,23 @@
 /**
- * Catalog import: `config/providers.json` and `config/catalog.json` into the catalog table,
+ * Catalog import: provider and model entries (the contents of `config/providers.json` and
+ * `config/catalog.json`, read by the CLI or bundled by a deploy) into the catalog table,
  * validated strictly, written whole, and pruned of what the files no longer list.
  */
 import { BatchWriteCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { BatchWriteCommandInput } from '@aws-sdk/lib-dynamodb';
-import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
-import type { CatalogModel, ProviderConfig } from '../../lambdas/shared/catalog-types';
+import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
 import {
   MODEL_PK_PREFIX,
   PROVIDER_PK_PREFIX,
   catalogItemToModel,
   catalogItemToProvider,
-  checkCatalog,
   modelToItem,
-  parseCatalogModel,
-  parseProviderConfig,
   providerToItem,
-} from '../catalog-items';
-import type { AdminContext } from '../context';
-import { table } from '../context';
-import { CatalogValidationError } from '../errors';
-import { DEFAULT_CATALOG_FILE, DEFAULT_PROVIDERS_FILE } from '../paths';
-
-function readArray(file: string): unknown[] {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new CatalogValidationError(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    throw new CatalogValidationError(`${file} is not valid JSON: ${(err as Error).message}`);
-  }
-  if (!Array.isArray(parsed)) throw new CatalogValidationError(`${file} must hold a JSON array`);
-  return parsed;
-}
-
-/** The label an entry goes by in error messages, before it is known to be valid. */
-function entryLabel(file: string, index: number, entry: unknown, field: 'name' | 'id'): string {
-  const tag = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>)[field] : undefined;
-  return `${basename(file)} entry ${index}${typeof tag === 'string' ? ` (${tag})` : ''}`;
-}
-
-/** Reads and validates both files, entry by entry and as a whole; nothing is written. */
-export function loadCatalogFiles(input: { providersFile?: string; catalogFile?: string } = {}): {
-  providers: ProviderConfig[];
-  models: CatalogModel[];
-} {
-  const providersFile = input.providersFile ?? DEFAULT_PROVIDERS_FILE;
-  const catalogFile = input.catalogFile ?? DEFAULT_CATALOG_FILE;
-  return parseCatalogEntries(readArray(providersFile), readArray(catalogFile), { providers: providersFile, models: catalogFile });
-}
-
-/**
- * Validates the two arrays, entry by entry and as a whole (the files' contents, or the copy a
- * deploy bundles); `sources` name them in error messages. Nothing is written.
- */
-export function parseCatalogEntries(
-  rawProviders: readonly unknown[],
-  rawModels: readonly unknown[],
-  sources: { readonly providers: string; readonly models: string } = { providers: 'providers.json', models: 'catalog.json' },
-): { providers: ProviderConfig[]; models: CatalogModel[] } {
-  const providers = rawProviders.map((e, i) => parseProviderConfig(e, entryLabel(sources.providers, i, e, 'name')));
-  const models = rawModels.map((e, i) => parseCatalogModel(e, entryLabel(sources.models, i, e, 'id')));
-  if (providers.length === 0) throw new CatalogValidationError(`${basename(sources.providers)} lists no provider`);
-  checkCatalog(providers, models, { providers: basename(sources.providers), models: basename(sources.models) });
-  return { providers, models };
-}
+} from './directory-catalog-items';
+import type { AdminContext } from './directory-context';
+import { table } from './directory-context';
+import { ModelNotInCatalogError } from './directory-errors';
+import { closestId } from '../core/closest-id';
 
 type WriteRequest = NonNullable<BatchWriteCommandInput['RequestItems']>[string][number];
 
@@ -97,18 +44,6 @@ async function scanCatalog(ctx: AdminContext): Promise<Record<string, unknown>[]
     start = out.LastEvaluatedKey;
   } while (start !== undefined);
   return items;
-}
-
-/**
- * Imports the provider and model files. Everything is validated before anything is written;
- * re-importing the same files leaves the table unchanged. Items whose keys the files no longer
- * list are deleted (models first, then providers, so a model never outlives its provider).
- */
-export async function importCatalog(
-  ctx: AdminContext,
-  input: { providersFile?: string; catalogFile?: string } = {},
-): Promise<{ providers: number; models: number; removedProviders: number; removedModels: number }> {
-  return writeCatalog(ctx, loadCatalogFiles(input));
 }
 
 /** Writes validated entries (see {@link parseCatalogEntries}) and prunes what they no longer list. */
@@ -138,4 +73,14 @@ export async function readCatalog(ctx: AdminContext): Promise<{ providers: Provi
   providers.sort((a, b) => a.name.localeCompare(b.name));
   models.sort((a, b) => a.id.localeCompare(b.id));
   return { providers, models };
+}
+
+/**
+ * Refuses ids that are in no catalog, naming the closest catalogued id. Reads the catalog
+ * table, so a model imported a moment ago counts.
+ */
+export async function requireCatalogued(ctx: AdminContext, ids: readonly string[]): Promise<void> {
+  const known = (await scanCatalog(ctx)).filter((i) => i['kind'] === 'model').map((i) => String(i['pk']).slice(MODEL_PK_PREFIX.length));
+  const set = new Set(known);
+  for (const id of ids) if (!set.has(id)) throw new ModelNotInCatalogError(id, closestId(id, known));
 }
