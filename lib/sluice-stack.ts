@@ -1,5 +1,6 @@
 import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { AdminApi } from './admin';
 import { Aggregator } from './aggregator';
 import { CatalogImport } from './catalog-import';
 import { SluiceDashboard } from './dashboard';
@@ -67,6 +68,12 @@ export class SluiceStack extends Stack {
       sweeper: sweeper.fn,
       deadLetterQueue: aggregator.deadLetterQueue,
       tableNames: this.tables.all.map((t) => t.tableName),
+    });
+
+    const admin = new AdminApi(this, 'Admin', { stage, tables: this.tables, secrets });
+    new CfnOutput(this, 'AdminUrl', {
+      description: 'Management API (IAM auth); sluice --stage <stage> --endpoint <url>, or SLUICE_ADMIN_URL',
+      value: admin.url.url,
     });
 
     new CfnOutput(this, 'GatewayUrl', {
