@@ -7,7 +7,7 @@
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
-import { ADMIN_BASE_PATH } from '../lambdas/admin/app';
+import { ADMIN_BASE_PATH } from '../lambdas/admin/paths';
 
 /** A refusal or failure answered by the management API (or on the way to it). */
 export class AdminApiError extends Error {

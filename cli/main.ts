@@ -61,6 +61,10 @@ function groupHelp(group: string): string[] {
   return lines;
 }
 
+/** An argument that is a negative amount, not an option: `-5`, `-20.50`, `-$5`, `-USD 5`. */
+const NEGATIVE_AMOUNT = /^-(\$|USD\s*)?\d/i;
+const NEGATIVE_MARK = '\u0000';
+
 /** Reads a secret from stdin: hidden typing on a terminal, or everything piped in. */
 function secretReader(io: MainIo): CommandIo {
   return {
@@ -145,11 +149,15 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args: [...rest], options: { ...GLOBAL_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
+    // A negative amount (`credit adjust -5`) would read as an option: carried through marked.
+    const args = rest.map((a) => (NEGATIVE_AMOUNT.test(a) ? `${NEGATIVE_MARK}${a}` : a));
+    parsed = parseArgs({ args, options: { ...GLOBAL_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
   } catch (err) {
     return fail(io, json, 'usage', `${err instanceof Error ? err.message : String(err)}; see sluice ${group} ${action} --help`);
   }
-  const { values, positionals } = parsed;
+  const unmark = (v: string): string => (v.startsWith(NEGATIVE_MARK) ? v.slice(NEGATIVE_MARK.length) : v);
+  const positionals = parsed.positionals.map(unmark);
+  const values = Object.fromEntries(Object.entries(parsed.values).map(([k, v]) => [k, typeof v === 'string' ? unmark(v) : v]));
   if (values['help'] === true) {
     io.stdout.write(`usage: sluice ${group} ${action} ${command.usage}\n\n  ${command.summary}\n\n${GLOBAL_HELP.join('\n')}\n`);
     return 0;

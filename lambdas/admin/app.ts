@@ -11,8 +11,9 @@ import type { BalancePort } from './balance-port';
 import { ADMIN_REFUSALS, adminErrorBody, isAdminRefusalCode } from './refusals';
 import { ROUTES, type RouteResult } from './routes';
 
-/** Where every management path begins. */
-export const ADMIN_BASE_PATH = '/admin/v1';
+import { ADMIN_BASE_PATH } from './paths';
+
+export { ADMIN_BASE_PATH };
 /** Largest request body read; a catalog import is the largest legitimate one. */
 export const ADMIN_MAX_BODY_BYTES = 4 * 1024 * 1024;
 

@@ -37,7 +37,7 @@ export function formatMoney(micros: number): string {
 
 /**
  * Reads an amount in major units into whole minor units: `20.50`, `20`, `$20`, `USD 20.50`,
- * `-5` when `signed`. At most two decimal places (a minor unit is the smallest amount an
+ * `-5` or `+5` when `signed`. At most two decimal places (a minor unit is the smallest amount an
  * operator sets). With `minorUnits`, the text is a whole number of minor units instead.
  */
 export function parseAmount(raw: string, opts: { minorUnits?: boolean; signed?: boolean } = {}): number {
@@ -48,11 +48,12 @@ export function parseAmount(raw: string, opts: { minorUnits?: boolean; signed?: 
     }
     return checked(Number(text), raw);
   }
-  const m = /^(-)?\s*(?:\$|USD\s*)?(-)?(\d{1,15})(?:\.(\d{1,2}))?$/i.exec(text);
+  const m = /^([-+])?\s*(?:\$|USD\s*)?([-+])?(\d{1,15})(?:\.(\d{1,2}))?$/i.exec(text);
   if (m === null) {
     throw new AmountFormatError(`${JSON.stringify(raw)} is not an amount in ${LEDGER_CURRENCY}: write 20.50, $20 or ${LEDGER_CURRENCY} 20.50 (two decimal places at most)`);
   }
-  const negative = m[1] !== undefined || m[2] !== undefined;
+  if (m[1] !== undefined && m[2] !== undefined) throw new AmountFormatError(`${JSON.stringify(raw)} has two signs`);
+  const negative = m[1] === '-' || m[2] === '-';
   if (negative && opts.signed !== true) throw new AmountFormatError(`${JSON.stringify(raw)}: the amount cannot be negative`);
   const minor = Number(m[3]) * MINOR_PER_MAJOR + Number((m[4] ?? '').padEnd(2, '0'));
   return checked(negative ? -minor : minor, raw);

@@ -54,6 +54,8 @@ let ctx: AdminContext;
 beforeAll(async () => {
   t = await testTables();
   ctx = { doc: t.doc, tablePrefix: t.prefix, stage: 'local' };
+  // Permitted sets and profiles accept catalogued ids only.
+  await importCatalog(ctx);
 });
 
 afterAll(() => t.client.destroy());
