@@ -1,6 +1,9 @@
 /**
- * The operator's use cases over DynamoDB, one import for the CLI, local-mode seeding and tests.
- * Each takes an `AdminContext` first; refusals are `AdminError` subclasses with a stable `code`.
+ * The directory: the operator's use cases over DynamoDB (workspaces, members, keys, profiles,
+ * BYOK, the catalog, usage reads, the audit trail), with every write and condition expression of
+ * the management API except the balance's (`lambdas/admin/balance-port.ts`). Each takes an
+ * `AdminContext` first; refusals are `AdminError` subclasses with a stable `code`, which the
+ * management API maps to a status in `lambdas/admin/refusals.ts`.
  */
 export type { AdminContext } from './directory-context';
 export * from './directory-errors';
