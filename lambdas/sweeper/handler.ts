@@ -27,7 +27,7 @@ const deps: SweepDeps = {
   ...(config.stage === 'local' ? { writeLine: () => undefined } : {}),
   doc,
   holdsTable: t('holds'),
-  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => {
+  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => {
     conflicts += 1;
   }),
   stage: config.stage,

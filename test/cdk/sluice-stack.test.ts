@@ -118,6 +118,7 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
           SLUICE_SECRET_SOURCE: 'secrets-manager',
           SLUICE_REQUEST_LIMIT_MS: '540000',
           SLUICE_HOLD_GRACE_MS: String(stageSettings(stage).holdGraceMs),
+          SLUICE_USAGE_RETENTION_DAYS: String(stageSettings(stage).usageRetentionDays),
           NODE_OPTIONS: '--enable-source-maps',
         },
       });
@@ -311,8 +312,9 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
 
   it('pins every function to nodejs22.x on arm64 with source maps on', () => {
     const fns = Object.values(resources(t(), 'AWS::Lambda::Function'));
-    // Gateway, aggregator, sweeper, the deploy-time catalog import and the management API.
-    expect(fns).toHaveLength(5);
+    // Gateway, aggregator, sweeper, the deploy-time catalog import, the low-credit notifier and the
+    // management API.
+    expect(fns).toHaveLength(6);
     for (const fn of fns) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
