@@ -11,7 +11,7 @@ import { checkLowCredit, type CheckDeps } from '../../lambdas/notifier/check';
 import { DynamoNoticeStore, LOW_CREDIT_SK, readBalance } from '../../lambdas/notifier/dynamo-notices';
 import type { LowCreditNotice } from '../../lambdas/notifier/ports';
 import { tableName } from '../../lambdas/shared/schema';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;
