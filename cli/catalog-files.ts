@@ -1,12 +1,11 @@
 /**
  * Reading the catalog files (`config/providers.json`, `config/catalog.json`) on the operator's
- * machine. The CLI validates them here first, for a message that names the file, and sends the
- * entries to the management API, which validates them again before writing.
+ * machine. The CLI sends their entries to the management API, which validates them (naming the
+ * file and the entry) before writing anything; local mode and the tests validate them in
+ * process through `local/import-catalog.ts`.
  */
 import { readFileSync } from 'node:fs';
-import type { CatalogModel, ProviderConfig } from '../lambdas/shared/catalog-types';
-import { parseCatalogEntries } from '../lambdas/store/directory-catalog-items';
-import { CatalogValidationError } from '../lambdas/store/directory-errors';
+import { CatalogValidationError } from '../lambdas/catalog/errors';
 import { DEFAULT_CATALOG_FILE, DEFAULT_PROVIDERS_FILE } from './paths';
 
 function readArray(file: string): unknown[] {
@@ -26,13 +25,13 @@ function readArray(file: string): unknown[] {
   return parsed;
 }
 
-/** Reads and validates both files, entry by entry and as a whole; nothing is written. */
-export function loadCatalogFiles(input: { providersFile?: string; catalogFile?: string } = {}): {
-  providers: ProviderConfig[];
-  models: CatalogModel[];
+/** The two files' entries as they are, unvalidated, and the file names for messages. */
+export function readCatalogFiles(input: { providersFile?: string; catalogFile?: string } = {}): {
+  providers: unknown[];
+  models: unknown[];
+  sources: { providers: string; models: string };
 } {
   const providersFile = input.providersFile ?? DEFAULT_PROVIDERS_FILE;
   const catalogFile = input.catalogFile ?? DEFAULT_CATALOG_FILE;
-  return parseCatalogEntries(readArray(providersFile), readArray(catalogFile), { providers: providersFile, models: catalogFile });
+  return { providers: readArray(providersFile), models: readArray(catalogFile), sources: { providers: providersFile, models: catalogFile } };
 }
-

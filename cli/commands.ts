@@ -12,7 +12,7 @@ import { AmountFormatError, formatMoney, MICROS_PER_MINOR, parseAmount } from '.
 import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
-import { loadCatalogFiles } from './catalog-files';
+import { readCatalogFiles } from './catalog-files';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
 export type Values = Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>;
@@ -642,15 +642,15 @@ export const COMMANDS: readonly Command[] = [
     async run(api, v) {
       const providersFile = str(v, 'providers');
       const catalogFile = str(v, 'catalog');
-      // Checked here first for a message naming the file; the API checks again before writing.
-      const entries = loadCatalogFiles({
+      // The API validates every entry before it writes anything, and names the file in its refusal.
+      const entries = readCatalogFiles({
         ...(providersFile === undefined ? {} : { providersFile }),
         ...(catalogFile === undefined ? {} : { catalogFile }),
       });
       const out = await api.call<{ providers: number; models: number; removedProviders: number; removedModels: number }>({
         method: 'POST',
         path: '/catalog/import',
-        body: entries,
+        body: { providers: entries.providers, models: entries.models, sources: entries.sources },
       });
       return {
         json: out,

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import type { CommandIo, Outcome } from './commands';
 import { COMMANDS } from './commands';
 import { runUsage } from './commands/usage';
+import { CatalogValidationError } from '../lambdas/catalog/errors';
 import { AdminError } from '../lambdas/store/directory-errors';
 import { AdminApiError } from './api-client';
 import { ADMIN_URL_ENV, LOCAL_STATE_ENV } from './paths';
@@ -185,7 +186,7 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
 
 /** Prints a failure of any kind as one line (and the JSON error with `--json`); exit code 1. */
 export function failWith(io: MainIo, json: boolean, err: unknown): number {
-  if (err instanceof AdminApiError || err instanceof AdminError) return fail(io, json, err.code, err.message);
+  if (err instanceof AdminApiError || err instanceof AdminError || err instanceof CatalogValidationError) return fail(io, json, err.code, err.message);
   const e = err instanceof Error ? err : new Error(String(err));
   return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
 }

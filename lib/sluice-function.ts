@@ -90,6 +90,9 @@ export class SluiceFunction extends Construct {
         format: nodejs.OutputFormat.CJS,
         // The nodejs22.x runtime ships SDK v3; bundling it would only slow cold starts.
         externalModules: ['@aws-sdk/*'],
+        // ES modules first, so what is bundled (@smithy/signature-v4, @middy/core) is tree-shaken:
+        // the CommonJS build of the signer would pull in 130 KB of @smithy/core.
+        mainFields: ['module', 'main'],
         forceDockerBundling: false,
         // esbuild's per-file size report is noise in every synth and test run; warnings still show.
         logLevel: nodejs.LogLevel.WARNING,

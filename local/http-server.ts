@@ -11,6 +11,7 @@
  *   (200 without the headers when empty, 502 when `end(chunk)` carried a body);
  * - a handler that throws before writing answers 502; after writing, the connection is cut.
  */
+import { MAX_BODY_BYTES } from '../lambdas/core/limits';
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Socket } from 'node:net';
@@ -68,7 +69,7 @@ export interface LambdaServer {
   close(): Promise<void>;
 }
 
-const DEFAULT_MAX_BODY_BYTES = 8_388_608;
+const DEFAULT_MAX_BODY_BYTES = MAX_BODY_BYTES;
 
 /**
  * Serves a streaming handler over HTTP/1.1.

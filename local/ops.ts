@@ -6,4 +6,4 @@
 export * from '../lambdas/store/directory';
 export { addCredit } from '../lambdas/admin/balance-port';
 export { importCatalog } from './import-catalog';
-export { loadCatalogFiles } from '../cli/catalog-files';
+export { loadCatalogFiles } from './import-catalog';

@@ -5,6 +5,7 @@
  * {@link AdminRequest} and write the {@link AdminResponse} back.
  */
 import type { AdminContext } from '../store/directory-context';
+import { CatalogValidationError } from '../catalog/errors';
 import { AdminError, ValidationError } from '../store/directory-errors';
 import { recordAudit, type AuditSummary } from '../store/audit';
 import type { BalancePort } from './balance-port';
@@ -149,7 +150,7 @@ export async function handleAdmin(req: AdminRequest, deps: AdminDeps): Promise<A
       requestId: req.requestId,
     });
   } catch (err) {
-    if (err instanceof AdminError) return refuse(req.requestId, err.code, err.message);
+    if (err instanceof AdminError || err instanceof CatalogValidationError) return refuse(req.requestId, err.code, err.message);
     const name = err instanceof Error ? err.name : 'unknown';
     deps.logFault?.({ kind: 'admin_fault', error: name, route: chosen.route.action ?? chosen.route.pattern.join('/'), requestId: req.requestId });
     return respond(500, req.requestId, adminErrorBody({ message: 'The management API failed; quote the request id if it persists.', type: 'api_error', code: null, requestId: req.requestId }));

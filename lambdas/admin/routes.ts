@@ -7,7 +7,7 @@ import type { RollupPeriod } from '../aggregator/aggregate';
 import type { WindowCadence } from '../shared/records';
 import type { AuditSummary } from '../store/audit';
 import { AUDIT_GLOBAL, listAudit } from '../store/audit';
-import { parseCatalogEntries } from '../store/directory-catalog-items';
+import { parseCatalogEntries } from '../catalog/import';
 import { readCatalog, writeCatalog } from '../store/directory-catalog';
 import { listByokProviders, removeByokKey, setByokKey } from '../store/directory-byok';
 import { UsageNotFoundError, ValidationError } from '../store/directory-errors';
@@ -519,7 +519,13 @@ export const ROUTES: readonly Route[] = [
       const providers = call.body['providers'];
       const models = call.body['models'];
       if (!Array.isArray(providers) || !Array.isArray(models)) throw new ValidationError('providers and models must be arrays');
-      const out = await writeCatalog(call.deps.ctx, parseCatalogEntries(providers, models));
+      const sources = call.body['sources'];
+      // File names for the refusal's message only: the entries are what is validated.
+      const names =
+        typeof sources === 'object' && sources !== null && typeof (sources as Record<string, unknown>)['providers'] === 'string' && typeof (sources as Record<string, unknown>)['models'] === 'string'
+          ? { providers: String((sources as Record<string, unknown>)['providers']), models: String((sources as Record<string, unknown>)['models']) }
+          : undefined;
+      const out = await writeCatalog(call.deps.ctx, parseCatalogEntries(providers, models, names));
       return { body: out, workspaceId: null, summary: { ...out } };
     },
   },

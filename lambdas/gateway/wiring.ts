@@ -19,8 +19,8 @@ import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
 import type { RuntimeConfig } from '../shared/config';
-import { Gateway, type GatewayDeps, type GatewayRequest } from './app';
-import type { ResponseSink, Telemetry } from './ports';
+import { Gateway } from './app';
+import type { GatewayDeps, GatewayRequest, ResponseSink, Telemetry } from './ports';
 
 /** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
 export interface Wiring {

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { SNSClient } from '@aws-sdk/client-sns';
+import middy from '@middy/core';
 import type { ScheduledEvent } from 'aws-lambda';
 import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
@@ -32,6 +33,9 @@ const deps: CheckDeps = {
 };
 
 /** Runs one check of every workspace with a threshold. */
-export async function handler(_event: ScheduledEvent | unknown): Promise<CheckResult> {
+function checkOnce(_event: ScheduledEvent | unknown): Promise<CheckResult> {
   return checkLowCredit(deps, Date.now());
 }
+
+/** The notifier's Lambda handler, a `@middy/core` handler like every function's. */
+export const handler = middy(checkOnce) as unknown as (event: ScheduledEvent | unknown) => Promise<CheckResult>;

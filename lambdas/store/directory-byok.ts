@@ -15,7 +15,7 @@ import {
 } from './directory-errors';
 import type { SecretStore } from './directory-secrets';
 import { byokSecretName } from './directory-secrets';
-import { providerPk } from './directory-catalog-items';
+import { providerPk } from '../catalog/items';
 import { isProviderName } from './directory-validate';
 import { requireWorkspace, updateMeta } from './directory-common';
 

@@ -40,9 +40,9 @@ export {
   modelToItem,
   providerToItem,
   MODEL_PK_PREFIX,
-  parseCatalogEntries,
   PROVIDER_PK_PREFIX,
-} from './directory-catalog-items';
-export type { ModelItem, ProviderItem } from './directory-catalog-items';
+} from '../catalog/items';
+export type { ModelItem, ProviderItem } from '../catalog/items';
+export { parseCatalogEntries } from '../catalog/import';
 export { SecretsManagerStore, LocalFileSecretStore, byokSecretName } from './directory-secrets';
 export type { SecretStore } from './directory-secrets';

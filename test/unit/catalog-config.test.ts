@@ -13,7 +13,7 @@ import {
   parseCatalogModel,
   parseProviderConfig,
   providerToItem,
-} from '../../lambdas/store/directory-catalog-items';
+} from '../../lambdas/catalog/items';
 import { CatalogValidationError } from '../../lambdas/store/directory-errors';
 import { loadCatalogFiles } from '../../local/ops';
 

@@ -1,6 +1,7 @@
 /**
- * The catalog table's item layout, written by `importCatalog` and read by the gateway, in one
- * place so the two cannot drift. Pure: no SDK, no I/O, so the gateway can import it as is.
+ * The catalog table's item layout and the validation of catalog entries, written by the import
+ * (deploy-time and `sluice catalog import`) and read by the gateway, in one place so they cannot
+ * drift. Pure: no SDK, no I/O, so the gateway can import it as is.
  *
  * Layout (table `catalog`, partition key `pk` only):
  * - `{ pk: "PROVIDER#<name>", kind: "provider", data: <ProviderConfig> }`
@@ -18,10 +19,9 @@ import type {
   ProviderAuth,
   ProviderConfig,
 } from '../shared/catalog-types';
-import { basename } from 'node:path';
 import type { EndpointFamily } from '../shared/records';
-import { CatalogValidationError } from './directory-errors';
-import { isModelFieldShaped, isProviderName, parsePinnedId } from './directory-validate';
+import { CatalogValidationError } from './errors';
+import { isModelFieldShaped, isProviderName, parsePinnedId } from './ids';
 
 /** Partition-key prefix of provider items. */
 export const PROVIDER_PK_PREFIX = 'PROVIDER#';
@@ -441,26 +441,3 @@ export function checkCatalog(
     }
   });
 }
-
-/** The label an entry goes by in error messages, before it is known to be valid. */
-function entryLabel(file: string, index: number, entry: unknown, field: 'name' | 'id'): string {
-  const tag = typeof entry === 'object' && entry !== null ? (entry as Record<string, unknown>)[field] : undefined;
-  return `${basename(file)} entry ${index}${typeof tag === 'string' ? ` (${tag})` : ''}`;
-}
-
-/**
- * Validates the two arrays, entry by entry and as a whole (the files' contents, or the copy a
- * deploy bundles); `sources` name them in error messages. Nothing is written.
- */
-export function parseCatalogEntries(
-  rawProviders: readonly unknown[],
-  rawModels: readonly unknown[],
-  sources: { readonly providers: string; readonly models: string } = { providers: 'providers.json', models: 'catalog.json' },
-): { providers: ProviderConfig[]; models: CatalogModel[] } {
-  const providers = rawProviders.map((e, i) => parseProviderConfig(e, entryLabel(sources.providers, i, e, 'name')));
-  const models = rawModels.map((e, i) => parseCatalogModel(e, entryLabel(sources.models, i, e, 'id')));
-  if (providers.length === 0) throw new CatalogValidationError(`${basename(sources.providers)} lists no provider`);
-  checkCatalog(providers, models, { providers: basename(sources.providers), models: basename(sources.models) });
-  return { providers, models };
-}
-
