@@ -4,17 +4,17 @@
  * `local/admin-server.ts` (loopback, admin token) decode their requests into an
  * {@link AdminRequest} and write the {@link AdminResponse} back.
  */
-import type { AdminContext } from '../store/directory-context';
 import { CatalogValidationError } from '../catalog/errors';
 import { AdminError, ValidationError } from '../store/directory-errors';
 import { recordAudit, type AuditSummary } from '../store/audit';
-import type { BalancePort } from './balance-port';
+import type { AdminDeps } from './ports';
 import { ADMIN_REFUSALS, adminErrorBody, isAdminRefusalCode } from './refusals';
 import { ROUTES, type RouteResult } from './routes';
 
 import { ADMIN_BASE_PATH } from './paths';
 
 export { ADMIN_BASE_PATH };
+export type { AdminDeps, RouteCall } from './ports';
 /** Largest request body read; a catalog import is the largest legitimate one. */
 export const ADMIN_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
@@ -35,25 +35,6 @@ export interface AdminResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string;
-}
-
-/** What the use cases run against. */
-export interface AdminDeps {
-  readonly ctx: AdminContext;
-  /** Every balance read and write goes through this port. */
-  readonly balance: BalancePort;
-  /** Where faults are reported by kind (never a body, a key or a secret). */
-  readonly logFault?: (fields: Readonly<Record<string, string>>) => void;
-}
-
-/** A match of a route: its parameters, decoded. */
-export interface RouteCall {
-  readonly params: Readonly<Record<string, string>>;
-  readonly query: Readonly<Record<string, string | undefined>>;
-  readonly body: Readonly<Record<string, unknown>>;
-  readonly deps: AdminDeps;
-  readonly principal: string;
-  readonly requestId: string;
 }
 
 function respond(status: number, requestId: string, body: string, extra: Record<string, string> = {}): AdminResponse {

@@ -29,7 +29,7 @@ import {
   setWorkspaceMonthlyLimit,
   showWorkspace,
 } from '../store/directory-workspaces';
-import type { RouteCall } from './app';
+import type { RouteCall } from './ports';
 import { usageReport } from './usage-report';
 
 /** What a use case hands back: the JSON body, and for a change, what the audit records. */
