@@ -5,7 +5,7 @@
  * {@link AdminRequest} and write the {@link AdminResponse} back.
  */
 import { CatalogValidationError } from '../catalog/errors';
-import { AdminError, ValidationError } from '../store/directory-errors';
+import { AdminError } from '../store/directory-errors';
 import { recordAudit, type AuditSummary } from '../store/audit';
 import type { AdminDeps } from './ports';
 import { ADMIN_REFUSALS, adminErrorBody, isAdminRefusalCode } from './refusals';
@@ -145,9 +145,4 @@ export async function handleAdmin(req: AdminRequest, deps: AdminDeps): Promise<A
     }
   }
   return respond(result.status ?? 200, req.requestId, JSON.stringify(result.body));
-}
-
-/** Thrown by route helpers for a missing or mistyped body field. */
-export function badField(name: string, what: string): ValidationError {
-  return new ValidationError(`${name} must be ${what}`);
 }
