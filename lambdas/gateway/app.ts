@@ -6,6 +6,7 @@
 import { hashKey, isKeyShaped } from '../core/api-key';
 import { SluiceError } from '../core/errors';
 import { parseModelField } from '../core/model-id';
+import { storeRefusal } from '../core/request-fields';
 import { MICROS_PER_MINOR, formatMinor, promptBound, sizeHold, type HoldSize } from '../core/pricing';
 import type { CatalogModel } from '../shared/catalog-types';
 import type { RuntimeConfig } from '../shared/config';
@@ -283,9 +284,8 @@ export class Gateway {
       return refuse(err as SluiceError);
     }
     trace.model = ref.id;
-    if (family === 'responses' && body.store === true) {
-      return refuse(new SluiceError('unsupported_value_store', "Sluice keeps no conversation state, so only store: false is accepted (or leave 'store' out)."));
-    }
+    const storeError = storeRefusal(family, body);
+    if (storeError !== undefined) return refuse(storeError);
 
     // 7. Resolution against catalog, profiles and the permitted set.
     let resolution;

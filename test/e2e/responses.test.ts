@@ -112,6 +112,10 @@ describe('non-streamed', () => {
       { model: 'local/sim-small', input: 'x', store: true, stream: true },
       // Before the model is even resolved.
       { model: 'local/does-not-exist', input: 'x', store: true },
+      // Issue 14: values other than the boolean false, which reached the provider before.
+      { model: 'local/sim-small', input: 'x', store: 'true' as unknown as boolean },
+      { model: 'local/sim-small', input: 'x', store: 1 as unknown as boolean },
+      { model: 'local/sim-small', input: 'x', store: null as unknown as boolean },
     ];
     for (const body of bodies) {
       await expectApiError(stack.client().responses.create(body), 400, 'unsupported_value', 'invalid_request_error', 'store');
