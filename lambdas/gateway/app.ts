@@ -66,6 +66,11 @@ const ROUTES: readonly { readonly match: (p: string) => Route | undefined; reado
   },
 ];
 
+/** The method a served path takes (its `Allow`), or undefined for a path Sluice does not serve. */
+export function allowedMethod(path: string): string | undefined {
+  return ROUTES.find((r) => r.match(path) !== undefined)?.allow;
+}
+
 /** What the rest of the flow knows once the key is accepted. */
 interface Caller {
   readonly key: KeyRecord;
