@@ -9,9 +9,18 @@ import { DynamoWire } from './dynamo-wire';
 
 const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
+/**
+ * The SDK waits forever for an answer by default; a catalog or profile read against a store that
+ * stopped answering would then hold its request to the function's timeout. Limited, the read fails
+ * and the request is refused with a 503 that clears on its own.
+ */
+const SDK_TIMEOUTS = { connectionTimeout: 1_000, requestTimeout: 3_000 } as const;
+
 export function documentClient(config: Pick<RuntimeConfig, 'dynamoEndpoint'>): DynamoDBDocumentClient {
   const client = new DynamoDBClient(
-    config.dynamoEndpoint === undefined ? {} : { endpoint: config.dynamoEndpoint, region: 'local', credentials: LOCAL_CREDENTIALS },
+    config.dynamoEndpoint === undefined
+      ? { requestHandler: SDK_TIMEOUTS }
+      : { endpoint: config.dynamoEndpoint, region: 'local', credentials: LOCAL_CREDENTIALS, requestHandler: SDK_TIMEOUTS },
   );
   return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
 }

@@ -209,7 +209,8 @@ export class Gateway {
       key = await this.deps.keys.findByHash(hashKey(raw));
       if (key !== undefined && key.revokedAt === undefined) workspace = await this.deps.workspaces.workspace(key.workspaceId);
     } catch {
-      throw new SluiceError('internal', 'The server could not check the API key; try again shortly.');
+      // The store is not answering (DynamoWire gives up within its call budget): SPEC's 503 that clears on its own.
+      throw new SluiceError('balance_unavailable', 'The server could not check the API key right now; try again shortly.');
     }
     if (key === undefined || key.revokedAt !== undefined || workspace === undefined) throw incorrect();
     // Expiry is checked before the rate limiter, so an expired key never consumes that allowance.
