@@ -1,6 +1,7 @@
 /**
  * The catalog table's item layout, written by `importCatalog` and read by the gateway, in one
- * place so the two cannot drift. Pure: no SDK, no I/O, so the gateway can import it as is.
+ * place so the two cannot drift. Pure: no SDK, no I/O, so the gateway can
+ * import it as is.
  *
  * Layout (table `catalog`, partition key `pk` only):
  * - `{ pk: "PROVIDER#<name>", kind: "provider", data: <ProviderConfig> }`
@@ -10,6 +11,7 @@
  * `null`, optional fields are absent). The readers validate again on the way out, so a hand-edited
  * or half-written item is refused loudly instead of pricing a request wrongly.
  */
+import { TOKEN_ENCODINGS } from '../lambdas/core/token-count';
 import type {
   Capability,
   CatalogModel,
@@ -274,6 +276,7 @@ const MODEL_FIELDS = [
   'status',
   'replacement',
   'parameters',
+  'tokenizer',
 ] as const;
 
 const PARAMETER_FIELDS = [
@@ -403,6 +406,7 @@ export function parseCatalogModel(value: unknown, where: string): CatalogModel {
     f.fail('maxOutputTokens', 'is above contextWindowTokens');
   }
   if (replacement !== undefined) model.replacement = replacement;
+  if (f.has('tokenizer')) model.tokenizer = f.oneOf('tokenizer', TOKEN_ENCODINGS);
   return model;
 }
 

@@ -9,6 +9,7 @@ import { SluiceError, errorFrame, relayedRefusal, type ErrorKind } from '../core
 import { setTopLevel } from '../core/json-splice';
 import { chargeMicros, costMicros, promptBound, sizeHold, type HoldSize, type Rates } from '../core/pricing';
 import { SseRelay, readUsage, usageComment, type RelayFault, type RelayStep } from '../core/sse';
+import { ReplyTape, countPromptTokens, countReplyTokens, encodingOf, estimateCharge, tokenCounter, type CountTokens, type Estimate } from '../core/token-count';
 import type { CatalogModel } from '../shared/catalog-types';
 import type { EndpointFamily, HoldRecord, Outcome, TokenCounts } from '../shared/records';
 import type { GatewayDeps } from './app';
@@ -296,6 +297,18 @@ function estimate(args: ForwardArgs, hold: HoldRecord, candidate: Candidate, fra
   return Math.min(hold.amountMicros, input + output);
 }
 
+/**
+ * The charge when the provider's counts never arrived, from a count (issue 14): the prompt and
+ * what the reply produced, counted with the serving model's tokenizer, at its rates, never above
+ * the hold; nothing to the balance on the workspace's own key. Only these rare paths load the
+ * tokenizer.
+ */
+function counted(args: ForwardArgs, hold: HoldRecord, candidate: Candidate, output: (count: CountTokens) => number): Estimate {
+  const count = tokenCounter(encodingOf(candidate.model.tokenizer));
+  const cap = candidate.byokSecret !== undefined ? 0 : hold.amountMicros;
+  return estimateCharge(countPromptTokens(args.parsed, args.family, count), output(count), ratesOf(candidate.model), cap);
+}
+
 /** How long a provider may take to end its body after its last frame before it is cut off. */
 const BODY_END_GRACE_MS = 2_000;
 
@@ -328,7 +341,8 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
     const error = timedOut ? timeoutError(args.deps) : new SluiceError('internal', `${candidate.provider.displayName} broke off its reply. Retry with backoff.`);
     await writeError(args, error);
     const status = error.status;
-    await settle(args, { counts: undefined, chargeMicros: estimate(args, args.hold, candidate, 0), attempts, status, outcome: timedOut ? 'timeout' : 'upstream_fault', stream: false, candidate });
+    const guess = counted(args, args.hold, candidate, () => 0);
+    await settle(args, { counts: guess.counts, estimated: true, chargeMicros: guess.chargeMicros, attempts, status, outcome: timedOut ? 'timeout' : 'upstream_fault', stream: false, candidate });
     return;
   }
   let text = Buffer.concat(chunks).toString('utf8');
@@ -337,7 +351,8 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
   const counts = record === undefined ? undefined : readUsage(record.usage);
   if (record === undefined) {
     await writeError(args, new SluiceError('internal', `${candidate.provider.displayName} sent a reply that is not JSON.`));
-    await settle(args, { counts: undefined, chargeMicros: estimate(args, args.hold, candidate, 0), attempts, status: 500, outcome: 'upstream_fault', stream: false, candidate });
+    const guess = counted(args, args.hold, candidate, () => 0);
+    await settle(args, { counts: guess.counts, estimated: true, chargeMicros: guess.chargeMicros, attempts, status: 500, outcome: 'upstream_fault', stream: false, candidate });
     return;
   }
   // SPEC's echo rule: a pinned chat request gets back the slug it sent; a route, or a body with no
@@ -345,14 +360,17 @@ async function relayBody(args: ForwardArgs, candidate: Candidate, response: Upst
   if (args.family === 'chat_completions' && !args.route && typeof record.model === 'string') {
     text = setTopLevel(text, 'model', JSON.stringify(args.requestedModel));
   }
-  const chargeNow = counts === undefined ? estimate(args, args.hold, candidate, 0) : charge(candidate, counts);
+  // No usage in the body: the prompt and the reply are counted, the output charged too.
+  const guess = counts === undefined ? counted(args, args.hold, candidate, (count) => countReplyTokens(record, count)) : undefined;
+  const chargeNow = guess !== undefined ? guess.chargeMicros : charge(candidate, counts as TokenCounts);
   args.onStatus(200, null);
   const firstByteMs = args.deps.clock() - args.startedAt;
   args.sink.start(200, successHeaders(args, candidate, attempts, 'application/json'));
   const delivered = await tryWrite(args.sink, Buffer.from(text, 'utf8'));
   await args.sink.end().catch(() => undefined);
   await settle(args, {
-    counts,
+    counts: counts ?? guess?.counts,
+    estimated: guess !== undefined,
     chargeMicros: chargeNow,
     attempts,
     status: 200,
@@ -394,6 +412,7 @@ async function relayStream(
   const { deps, sink } = args;
   let hold = args.hold;
   const relay = new SseRelay({ family: args.family, injectedUsage });
+  const tape = new ReplyTape();
   args.onStatus(200, null);
   sink.start(200, { ...successHeaders(args, candidate, attempts, 'text/event-stream; charset=utf-8'), 'cache-control': 'no-cache' });
   const firstByteMs = deps.clock() - args.startedAt;
@@ -439,6 +458,7 @@ async function relayStream(
     // promise at all (`for await` and an awaited write cost two promises and a generator step per
     // chunk); a write that must wait, or a hold extension, pauses the provider's body meanwhile.
     await eachChunk(response.body, (chunk) => {
+      tape.keep(chunk);
       const step = relay.push(chunk);
       if (step.out === undefined) return afterWrite(step);
       let wait: Promise<void> | undefined;
@@ -469,19 +489,18 @@ async function relayStream(
   // and a TLS handshake, per streamed request). Anything else cuts the provider off.
   if (ending === undefined && !clientGone && relay.complete) releaseForReuse(response.body);
   else response.body.destroy();
-  const counts = relay.usage;
-  const chargeNow =
-    ending?.outcome === 'balance_exhausted'
-      ? hold.amountMicros
-      : counts !== undefined
-        ? charge(candidate, counts)
-        : estimate(args, hold, candidate, relay.frames);
+  // The provider's counts when they arrived; otherwise (it reports none, it broke off, the balance
+  // cut it) a count of the prompt and of what was produced, never above the hold.
+  const reported = relay.usage;
+  const guess = reported === undefined ? counted(args, hold, candidate, (count) => tape.countOutput(count, relay.frames)) : undefined;
+  const counts = reported ?? guess?.counts;
+  const chargeNow = guess !== undefined ? guess.chargeMicros : charge(candidate, reported as TokenCounts);
   if (!clientGone) {
     // The end of the stream: an in-band error frame when it broke, then the usage comment, then
     // the provider's end marker when it sent one.
     const tail: Buffer[] = [];
     if (ending !== undefined) tail.push(Buffer.from(errorFrame(ending.kind, ending.message, args.requestId)));
-    tail.push(usageComment(counts, chargeNow, counts === undefined));
+    tail.push(usageComment(counts, chargeNow, guess !== undefined));
     if (doneFrame !== undefined) tail.push(doneFrame);
     await tryWrite(sink, Buffer.concat(tail));
     await sink.end().catch(() => undefined);
@@ -489,6 +508,7 @@ async function relayStream(
   await settle(args, {
     hold,
     counts,
+    estimated: guess !== undefined,
     chargeMicros: chargeNow,
     attempts,
     status: 200,
@@ -510,6 +530,7 @@ interface SettleArgs {
   readonly stream: boolean;
   readonly candidate?: Candidate;
   readonly firstByteMs?: number;
+  readonly estimated?: boolean;
 }
 
 /** Settles the hold; a failure here is logged and left to the sweeper, never to the client. */
@@ -529,6 +550,7 @@ async function settle(args: ForwardArgs, s: SettleArgs): Promise<void> {
       attempts: s.attempts,
       now: deps.clock(),
       firstByteMs: s.firstByteMs,
+      ...(s.estimated === true ? { estimated: true } : {}),
     });
   } catch (err) {
     console.error(JSON.stringify({ level: 'error', requestId: args.requestId, event: 'settle_failed', fault: err instanceof Error ? err.name : typeof err }));

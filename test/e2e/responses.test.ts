@@ -272,7 +272,7 @@ describe('streamed', () => {
       await stack.settled();
       const after = await stack.balance();
       const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-      const expected = await estimateOn(stack, 'local/sim-small', raw, deltas, row.holdMicros, 'responses');
+      const expected = await estimateOn(stack, 'local/sim-small', raw, frames.slice(0, goodFrames), row.holdMicros, 'responses');
       expect(row).toMatchObject({ family: 'responses', outcome: 'upstream_fault', chargeMicros: expected });
       expect(usage).toMatchObject({ charge_micros: expected, estimated: true });
       expect(before.availableMicros - after.availableMicros).toBe(expected);
@@ -295,7 +295,7 @@ describe('streamed', () => {
       await stack.settled();
       const after = await stack.balance();
       const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-      const expected = await estimateOn(stack, 'fixture/sim-small', raw, 1, row.holdMicros, 'responses');
+      const expected = await estimateOn(stack, 'fixture/sim-small', raw, framesOf(events), row.holdMicros, 'responses');
       expect(usageCommentOf(frames[1])).toMatchObject({ charge_micros: expected, estimated: true });
       expect(row).toMatchObject({ outcome: 'upstream_fault', chargeMicros: expected });
       expect(before.availableMicros - after.availableMicros).toBe(expected);
