@@ -1,6 +1,8 @@
 /** @type {import('jest').Config} */
 module.exports = {
-  testEnvironment: 'node',
+  // Quiet on success: a test's console and stderr output is shown only when it fails
+  // (SLUICE_TEST_VERBOSE=1, set by `npm run test:verbose`, shows everything as it happens).
+  testEnvironment: '<rootDir>/test/support/quiet-environment.ts',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: {

@@ -10,6 +10,8 @@
  *
  *   npm run bench                  full run (about 2.5 minutes on 2 cores)
  *   npm run bench -- --quick       a short smoke run (under a minute)
+ *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
+ *                                  full run also makes at its end (`--no-store-map` to skip it)
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
@@ -39,6 +41,7 @@ import { GatewayProcess, startSimulatorProcess } from './processes';
 import { renderProfile, summarizeProfile, type ProfileSummary } from './profile-summary';
 import type { GatewayStats, Phases, TripSample } from './protocol';
 import { measureOwnCpu, type OwnCpu } from './own-cpu';
+import { storeMapMain } from './store-map';
 import { histogram, round, summarize, type Summary } from './stats';
 
 // ---------------------------------------------------------------------------------------------
@@ -302,7 +305,8 @@ function parseArgs(argv: readonly string[]): Options {
   for (const a of argv) {
     if (a === '--quick') quick = true;
     else if (a === '--profile') profile = true;
-    else throw new Error(`unknown argument ${a} (use --quick, --profile)`);
+    else if (a === '--store-map-only' || a === '--no-store-map') continue; // read by the entry point below
+    else throw new Error(`unknown argument ${a} (use --quick, --profile, --store-map-only, --no-store-map)`);
   }
   return { quick, profile };
 }
@@ -1190,7 +1194,10 @@ function renderTables(r: Results): string {
   return [alignRight(latency), '', alignRight(timeline), '', alignRight(tput), '', alignLeft(other), '', alignLeft(tgt)].join('\n');
 }
 
-main().then(
+// The store write map (`store-map.ts`) runs after the rest, on a stack of its own, and merges its
+// figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
+const benchArgs = process.argv.slice(2);
+(benchArgs.includes('--store-map-only') ? storeMapMain(benchArgs) : main().then(() => (benchArgs.includes('--no-store-map') ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -76,6 +76,8 @@ export class SluiceFunction extends Construct {
         // The nodejs22.x runtime ships SDK v3; bundling it would only slow cold starts.
         externalModules: ['@aws-sdk/*'],
         forceDockerBundling: false,
+        // esbuild's per-file size report is noise in every synth and test run; warnings still show.
+        logLevel: nodejs.LogLevel.WARNING,
       },
     });
   }

@@ -1,28 +1,31 @@
 /**
  * The usage aggregator's use case: adds each new usage row to its workspace's daily and monthly
- * totals (overall, by key, by model), exactly once.
+ * totals (overall, by key, by model), exactly once, summing a batch in memory first.
  *
- * Stream delivery is at least once (a retried batch, a bisected one, a replay from TRIM_HORIZON),
- * so every row is added in one transaction together with a marker item `SEEN#<requestId>` that
- * may only be created once: a redelivered row fails the marker's condition, the whole
- * transaction is cancelled, and nothing is added twice. Records of a shard are handled in order;
- * at the first one that fails for any other reason the batch stops and that record is reported,
- * so the event source mapping retries from it (`ReportBatchItemFailures`).
+ * A batch's rows are summed per totals item and each total is written once, in one transaction
+ * with a marker item `SEEN#<requestId>` per row that may only be created once (the layout is in
+ * `rollup-store.ts`). Stream delivery is at least once (a retried batch, a bisected one, a replay
+ * from TRIM_HORIZON, overlapping invocations), and a redelivery need not be cut as the first
+ * delivery was, so the markers are per row, not per batch: when a transaction is cancelled on
+ * markers that already exist, those rows are dropped, the rest are summed again and written. A
+ * transaction holds at most 100 items, so a batch that needs more (one marker per row plus one
+ * update per distinct total) is written in runs, in order.
  *
- * Rollup items (rollups table, pk/sk):
- * - `WS#<workspaceId>#DAY#<yyyy-mm-dd>` and `WS#<workspaceId>#MONTH#<yyyy-mm>` (UTC, from the
- *   row's `startedAt`), each with sk `ALL`, `KEY#<keyId>` and `MODEL#<servedBy or requestedModel>`;
- *   numeric attributes added: `requests`, `inputTokens`, `cachedInputTokens`, `outputTokens`,
- *   `reasoningTokens`, `chargeMicros`, `uncollectedMicros`, `byokRequests`, `outcome_<outcome>`.
- * - `SEEN#<requestId>` / `SEEN`, with `ttl` 35 days on: far beyond the stream's 24 h retention,
- *   so no redelivery can outlive its marker.
+ * Records of a shard are handled in order; at the first one that fails for any other reason
+ * (a row that cannot be read, a write that fails) the rows before it are added, the batch stops
+ * and that record is reported, so the event source mapping retries from it
+ * (`ReportBatchItemFailures`). To find that record, a run whose transaction fails is retried one
+ * row at a time.
  */
-import { TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { AttributeValue as SdkAttributeValue } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { dayId, monthId } from '../core/windows';
 import type { Outcome } from '../shared/records';
+import { RollupStore } from './rollup-store';
+import { chunkRows, sumRows, type UsageFacts } from './totals';
+
+export { ROLLUP_SK, rollupPk, type RollupPeriod } from './rollup-store';
 
 /** What {@link aggregate} runs on. */
 export interface AggregateDeps {
@@ -35,52 +38,15 @@ export interface AggregateDeps {
   readonly writeLine?: (line: string) => void;
 }
 
-/** The period a rollup item totals. */
-export type RollupPeriod = 'day' | 'month';
-
 /** Every outcome a usage row may carry; each has its own `outcome_<name>` counter. */
 export const OUTCOMES: readonly Outcome[] = ['ok', 'provider_error', 'upstream_fault', 'client_disconnected', 'balance_exhausted', 'timeout', 'swept'];
 
-/** Partition key of a workspace's totals for one day (`yyyy-mm-dd`) or month (`yyyy-mm`). */
-export function rollupPk(workspaceId: string, period: RollupPeriod, periodId: string): string {
-  return `WS#${workspaceId}#${period === 'day' ? 'DAY' : 'MONTH'}#${periodId}`;
-}
-
-/** Sort keys of the totals items within a period. */
-export const ROLLUP_SK = {
-  all: 'ALL',
-  key: (keyId: string): string => `KEY#${keyId}`,
-  model: (model: string): string => `MODEL#${model}`,
-} as const;
-
-const DAY_S = 86_400;
-/** How long a de-duplication marker is kept; see the module comment. */
-const MARKER_RETENTION_S = 35 * DAY_S;
 const MAX_CONFLICT_RETRIES = 8;
-
-/** The fields of a usage row the totals need, checked. */
-interface UsageFacts {
-  readonly workspaceId: string;
-  readonly requestId: string;
-  readonly keyId: string;
-  readonly model: string;
-  readonly outcome: Outcome;
-  readonly byok: boolean;
-  readonly startedAt: number;
-  readonly inputTokens: number;
-  readonly cachedInputTokens: number;
-  readonly outputTokens: number;
-  readonly reasoningTokens: number;
-  readonly chargeMicros: number;
-  readonly uncollectedMicros: number;
-}
 
 /** A stream record that cannot be rolled up as it is; retrying will not help, but skipping would lose spend. */
 export class MalformedUsageRecordError extends Error {
   override readonly name = 'MalformedUsageRecordError';
 }
-
-type TransactItems = NonNullable<TransactWriteCommandInput['TransactItems']>;
 
 function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
@@ -119,58 +85,10 @@ function usageFacts(record: DynamoDBRecord): UsageFacts {
   };
 }
 
-/** The transaction adding one usage row: the marker first (its index is checked on cancellation), then six totals. */
-function rowItems(deps: AggregateDeps, u: UsageFacts, now: number): TransactItems {
-  const table = deps.rollupsTable;
-  const values = {
-    ':one': 1,
-    ':byok': u.byok ? 1 : 0,
-    ':in': u.inputTokens,
-    ':cached': u.cachedInputTokens,
-    ':out': u.outputTokens,
-    ':reasoning': u.reasoningTokens,
-    ':charge': u.chargeMicros,
-    ':uncollected': u.uncollectedMicros,
-    ':ws': u.workspaceId,
-  };
-  const add =
-    'ADD requests :one, byokRequests :byok, inputTokens :in, cachedInputTokens :cached, outputTokens :out, ' +
-    'reasoningTokens :reasoning, chargeMicros :charge, uncollectedMicros :uncollected, #outcome :one';
-  const items: TransactItems = [
-    {
-      Put: {
-        TableName: table,
-        Item: { pk: `SEEN#${u.requestId}`, sk: 'SEEN', ttl: Math.floor(now / 1000) + MARKER_RETENTION_S },
-        // Created once per request: a redelivered row cancels here and adds nothing.
-        ConditionExpression: 'attribute_not_exists(pk)',
-      },
-    },
-  ];
-  const periods: [RollupPeriod, string][] = [
-    ['day', dayId(u.startedAt)],
-    ['month', monthId(u.startedAt)],
-  ];
-  for (const [period, periodId] of periods) {
-    for (const sk of [ROLLUP_SK.all, ROLLUP_SK.key(u.keyId), ROLLUP_SK.model(u.model)]) {
-      items.push({
-        Update: {
-          TableName: table,
-          Key: { pk: rollupPk(u.workspaceId, period, periodId), sk },
-          // The plain attributes let the CLI read an item without parsing its keys.
-          UpdateExpression: `${add} SET workspaceId = :ws, #period = :period, periodId = :periodId`,
-          ExpressionAttributeNames: { '#outcome': `outcome_${u.outcome}`, '#period': 'period' },
-          ExpressionAttributeValues: { ...values, ':period': period, ':periodId': periodId },
-        },
-      });
-    }
-  }
-  return items;
-}
-
-type CancelledError = Error & { CancellationReasons?: { Code?: string }[] };
-
-function isCancelled(err: unknown): err is CancelledError {
-  return err instanceof Error && err.name === 'TransactionCanceledException';
+/** A row of the batch with the record it came from. */
+interface Row {
+  readonly facts: UsageFacts;
+  readonly sequence: string;
 }
 
 function pause(attempt: number): Promise<void> {
@@ -178,50 +96,100 @@ function pause(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Adds one usage row; resolves to false when it had been added before. */
-async function addRow(deps: AggregateDeps, u: UsageFacts): Promise<boolean> {
-  const items = rowItems(deps, u, (deps.clock ?? Date.now)());
-  for (let attempt = 0; ; attempt += 1) {
+/**
+ * Adds rows (whose transaction fits) exactly once: rows already counted are dropped and the
+ * rest written again; conflicts are retried with backoff.
+ */
+async function addRows(store: RollupStore, rows: readonly Row[], now: number): Promise<void> {
+  let left = rows;
+  for (let conflicts = 0; left.length > 0; ) {
+    const result = await store.add(
+      left.map((r) => r.facts.requestId),
+      sumRows(left.map((r) => r.facts)),
+      now,
+    );
+    if (result.kind === 'added') return;
+    if (result.kind === 'seen') {
+      const seen = new Set(result.requestIds);
+      left = left.filter((r) => !seen.has(r.facts.requestId));
+      continue;
+    }
+    conflicts += 1;
+    if (conflicts > MAX_CONFLICT_RETRIES) throw new Error(`rollup transaction still conflicting after ${MAX_CONFLICT_RETRIES} retries`);
+    await pause(conflicts);
+  }
+}
+
+/** A record that could not be rolled up, and why. */
+class RowFailure {
+  constructor(
+    readonly sequence: string,
+    readonly error: unknown,
+  ) {}
+}
+
+/** Adds a run of rows; if its transaction fails, row by row, to find the record that fails. */
+async function addRun(store: RollupStore, run: readonly Row[], now: number): Promise<RowFailure | undefined> {
+  try {
+    await addRows(store, run, now);
+    return undefined;
+  } catch (err) {
+    if (run.length === 1) return new RowFailure((run[0] as Row).sequence, err);
+  }
+  for (const row of run) {
     try {
-      await deps.doc.send(new TransactWriteCommand({ TransactItems: items }));
-      return true;
+      await addRows(store, [row], now);
     } catch (err) {
-      if (!isCancelled(err)) throw err;
-      const reasons = err.CancellationReasons ?? [];
-      if (reasons[0]?.Code === 'ConditionalCheckFailed') return false; // already counted
-      // Batches of other shards add to the same totals at the same moment: a conflict says
-      // nothing about the data, so run it again.
-      const conflictOnly = reasons.some((r) => r.Code === 'TransactionConflict') && reasons.every((r) => r.Code === undefined || r.Code === 'None' || r.Code === 'TransactionConflict');
-      if (!conflictOnly || attempt >= MAX_CONFLICT_RETRIES) throw err;
-      await pause(attempt);
+      return new RowFailure(row.sequence, err);
     }
   }
+  return undefined;
 }
 
 /**
  * Rolls up a batch of usage stream records, in order. Records other than INSERT are ignored
- * (usage rows are never changed). On the first failure the batch stops and the record's
- * `SequenceNumber` is reported, so the mapping retries from it and no later record runs ahead
- * of an earlier one.
+ * (usage rows are never changed). On the first failure the rows before it are added, the batch
+ * stops and the record's `SequenceNumber` is reported, so the mapping retries from it and no
+ * later record runs ahead of an earlier one.
  */
 export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> {
   const write = deps.writeLine ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const store = new RollupStore(deps.doc, () => deps.rollupsTable);
+  const now = (deps.clock ?? Date.now)();
+  const rows: Row[] = [];
+  const inBatch = new Set<string>();
+  let failure: RowFailure | undefined;
   for (const record of event.Records) {
     if (record.eventName !== 'INSERT') continue;
     const sequence = record.dynamodb?.SequenceNumber ?? record.eventID ?? '';
+    let facts: UsageFacts;
     try {
-      await addRow(deps, usageFacts(record));
+      facts = usageFacts(record);
     } catch (err) {
-      write(
-        JSON.stringify({
-          level: 'error',
-          event: 'rollup_failed',
-          sequenceNumber: sequence,
-          error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
-        }),
-      );
-      return { batchItemFailures: [{ itemIdentifier: sequence }] };
+      failure = new RowFailure(sequence, err);
+      break;
+    }
+    // A record delivered twice within one batch: one transaction may not write its marker twice.
+    if (inBatch.has(facts.requestId)) continue;
+    inBatch.add(facts.requestId);
+    rows.push({ facts, sequence });
+  }
+  for (const run of chunkRows(rows)) {
+    const failed = await addRun(store, run, now);
+    if (failed !== undefined) {
+      failure = failed;
+      break;
     }
   }
-  return { batchItemFailures: [] };
+  if (failure === undefined) return { batchItemFailures: [] };
+  const err = failure.error;
+  write(
+    JSON.stringify({
+      level: 'error',
+      event: 'rollup_failed',
+      sequenceNumber: failure.sequence,
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+    }),
+  );
+  return { batchItemFailures: [{ itemIdentifier: failure.sequence }] };
 }

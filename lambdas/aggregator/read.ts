@@ -5,7 +5,8 @@
 import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableName } from '../shared/schema';
 import type { Outcome } from '../shared/records';
-import { OUTCOMES, rollupPk, type RollupPeriod } from './aggregate';
+import { OUTCOMES } from './aggregate';
+import { rollupPk, type RollupPeriod } from './rollup-store';
 
 /** Which periods to read: days as `yyyy-mm-dd`, months as `yyyy-mm`, both ends included (UTC). */
 export interface UsageQuery {

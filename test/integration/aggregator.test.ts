@@ -4,7 +4,8 @@
  * by the Lambda handler, then delivered again (nothing may change), and a failure in the middle
  * of a batch (reported by sequence number, later records left for the retry).
  */
-import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import { aggregate, type AggregateDeps } from '../../lambdas/aggregator/aggregate';
@@ -141,6 +142,17 @@ async function marker(requestId: string): Promise<boolean> {
   return got.Item !== undefined;
 }
 
+/** A client whose transactions that write `markerPk` fail (as in an outage) while `failing()` says so. */
+function outageFor(doc: DynamoDBDocumentClient, markerPk: string, failing: () => boolean): DynamoDBDocumentClient {
+  const send = async (command: unknown): Promise<unknown> => {
+    if (command instanceof TransactWriteCommand && (command.input.TransactItems ?? []).some((i) => i.Put?.Item?.pk === markerPk) && failing()) {
+      throw Object.assign(new Error('Service unavailable'), { name: 'ServiceUnavailable', $fault: 'server' });
+    }
+    return doc.send(command as TransactWriteCommand);
+  };
+  return { send } as unknown as DynamoDBDocumentClient;
+}
+
 describe('aggregator', () => {
   it('rolls up the usage stream into daily and monthly totals, by key and by model, exactly once', async () => {
     await request({ id: 'r1', keyId: 'key_a', at: DAY1, servedBy: 'openai/gpt-x', counts: counts(100, 20, 50, 10), chargeMicros: 1_000_000, outcome: 'ok' });
@@ -208,19 +220,24 @@ describe('aggregator', () => {
     await request({ id: 'f2', keyId: 'key_f', at: at + 1_000, servedBy: 'openai/gpt-x', counts: counts(20, 0, 5, 0), chargeMicros: 200, outcome: 'ok' });
     await request({ id: 'f3', keyId: 'key_f', at: at + 2_000, servedBy: 'openai/gpt-x', counts: counts(30, 0, 5, 0), chargeMicros: 300, outcome: 'ok' });
 
-    // The rollups table's name is read once per row: the second new row is pointed at a table
-    // that does not exist, so exactly that write fails the way a real outage would.
-    let reads = 0;
+    // An outage of the rollups table that strikes f2's write and ends once the failure has been
+    // reported: the writes that carry f2's marker fail the way a real outage would.
+    let outage = true;
+    let faults = 0;
     const faulty: AggregateDeps = {
-      doc: db.doc,
-      get rollupsTable(): string {
-        reads += 1;
-        return reads === 6 ? `${db.prefix}nowhere` : t('rollups');
-      },
+      doc: outageFor(db.doc, 'SEEN#f2', () => {
+        if (!outage) return false;
+        faults += 1;
+        return true;
+      }),
+      rollupsTable: t('rollups'),
       writeLine: () => undefined,
     };
-    // r1..r4 (already counted) come first in the stream, so the 6th read is f2's.
-    const delivered = await drainStream((event) => aggregate(faulty, event));
+    const delivered = await drainStream(async (event) => {
+      const response = await aggregate(faulty, event);
+      if (response.batchItemFailures.length > 0) outage = false;
+      return response;
+    });
     const records = delivered.events.flatMap((e) => e.Records);
     const f2 = records.find((r) => requestIdOf(r) === 'f2');
     expect(f2?.dynamodb?.SequenceNumber).toBeDefined();
@@ -228,7 +245,8 @@ describe('aggregator', () => {
     expect(failed).toEqual({ batchItemFailures: [{ itemIdentifier: f2?.dynamodb?.SequenceNumber }] });
     // The poller retried from f2 (as the deployed mapping does), and this time it went through.
     expect(records.map(requestIdOf)).toEqual(['r1', 'r2', 'r3', 'r4', 'f1', 'f2', 'f3', 'f2', 'f3']);
-    expect(reads).toBe(8);
+    expect(faults).toBeGreaterThan(0);
+    expect(await marker('f1')).toBe(true);
 
     const dec = await rows('day', '2026-12-03', '2026-12-03');
     expect(find(dec, '2026-12-03', 'all')).toMatchObject({ requests: 3, inputTokens: 60, chargeMicros: 600 });
@@ -256,6 +274,117 @@ describe('aggregator', () => {
     expect(await aggregate(deps, { Records: [{ ...g1, eventName: 'MODIFY' }, g2] })).toEqual({ batchItemFailures: [] });
     expect(await marker('g1')).toBe(false);
     expect(find(await rows('day', '2027-01-05', '2027-01-05'), '2027-01-05', 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
+  });
+});
+
+describe('batched rollups', () => {
+  const BW = 'ws_batch';
+  let seq = 1_000_000;
+
+  /** A usage stream record as Lambda delivers it, for a row of workspace `ws`. */
+  function usageRecord(ws: string, requestId: string, keyId: string, at: number, chargeMicros: number, outcome = 'ok'): DynamoDBRecord {
+    seq += 1;
+    const row = {
+      workspaceId: ws,
+      sk: `${new Date(at).toISOString()}#${requestId}`,
+      requestId,
+      keyId,
+      requestedModel: 'local/echo',
+      servedBy: 'openai/gpt-x',
+      outcome,
+      byok: false,
+      startedAt: at,
+      inputTokens: 10,
+      cachedInputTokens: 1,
+      outputTokens: 5,
+      reasoningTokens: 0,
+      chargeMicros,
+    };
+    return { eventName: 'INSERT', dynamodb: { SequenceNumber: String(seq).padStart(21, '0'), NewImage: marshall(row) as NonNullable<DynamoDBRecord['dynamodb']>['NewImage'] } };
+  }
+
+  /** A client that records every transaction sent (and whether it went through). */
+  function recording(): { doc: DynamoDBDocumentClient; sent: { items: NonNullable<TransactWriteCommand['input']['TransactItems']>; ok: boolean }[] } {
+    const sent: { items: NonNullable<TransactWriteCommand['input']['TransactItems']>; ok: boolean }[] = [];
+    const send = async (command: unknown): Promise<unknown> => {
+      if (!(command instanceof TransactWriteCommand)) return db.doc.send(command as GetCommand);
+      const entry = { items: command.input.TransactItems ?? [], ok: false };
+      sent.push(entry);
+      const out = await db.doc.send(command);
+      entry.ok = true;
+      return out;
+    };
+    return { doc: { send } as unknown as DynamoDBDocumentClient, sent };
+  }
+
+  const updatesOf = (items: NonNullable<TransactWriteCommand['input']['TransactItems']>, pk: string, sk: string): number =>
+    items.filter((i) => i.Update?.Key?.pk === pk && i.Update.Key.sk === sk).length;
+
+  async function total(ws: string, day: string): Promise<UsageRow | undefined> {
+    return find(await readUsage(db.doc, db.prefix, { workspaceId: ws, period: 'day', from: day, to: day }), day, 'all');
+  }
+
+  it('a batch of N rows for one workspace and day writes the day item once, and a redelivery changes nothing', async () => {
+    const at = Date.UTC(2027, 1, 10, 9);
+    const n = 40;
+    const event: DynamoDBStreamEvent = {
+      Records: Array.from({ length: n }, (_, i) => usageRecord(BW, `b1_${i}`, `key_${i % 5}`, at + i, 1_000 + i, i % 7 === 0 ? 'provider_error' : 'ok')),
+    };
+    const rec = recording();
+    expect(await aggregate({ ...deps, doc: rec.doc }, event)).toEqual({ batchItemFailures: [] });
+    expect(rec.sent).toHaveLength(1);
+    const items = rec.sent[0]?.items ?? [];
+    // n markers, then day and month, each overall, five keys and one model.
+    expect(items).toHaveLength(n + 2 * (1 + 5 + 1));
+    expect(updatesOf(items, `WS#${BW}#DAY#2027-02-10`, 'ALL')).toBe(1);
+    expect(updatesOf(items, `WS#${BW}#MONTH#2027-02`, 'ALL')).toBe(1);
+    const charge = Array.from({ length: n }, (_, i) => 1_000 + i).reduce((a, b) => a + b, 0);
+    const errors = Array.from({ length: n }, (_, i) => i).filter((i) => i % 7 === 0).length;
+    const expected = { requests: n, inputTokens: 10 * n, cachedInputTokens: n, outputTokens: 5 * n, chargeMicros: charge, outcomes: { ok: n - errors, provider_error: errors } };
+    expect(await total(BW, '2027-02-10')).toMatchObject(expected);
+    const byKey = (await readUsage(db.doc, db.prefix, { workspaceId: BW, period: 'day', from: '2027-02-10', to: '2027-02-10' })).filter((r) => r.scope === 'key');
+    expect(byKey.map((r) => r.requests)).toEqual([8, 8, 8, 8, 8]);
+
+    // The same batch again, and again cut differently (as a bisected or replayed batch would be).
+    const again = recording();
+    expect(await aggregate({ ...deps, doc: again.doc }, event)).toEqual({ batchItemFailures: [] });
+    expect(again.sent.every((s) => !s.ok)).toBe(true);
+    expect(await aggregate(deps, { Records: event.Records.slice(5, 30) })).toEqual({ batchItemFailures: [] });
+    expect(await aggregate(deps, { Records: [...event.Records.slice(30), ...event.Records.slice(0, 5)] })).toEqual({ batchItemFailures: [] });
+    expect(await total(BW, '2027-02-10')).toMatchObject(expected);
+  });
+
+  it('a partially failed batch retried from the failed record is exact, whatever the retry batch holds', async () => {
+    const at = Date.UTC(2027, 1, 11, 9);
+    const records = Array.from({ length: 12 }, (_, i) => usageRecord(BW, `b2_${i}`, 'key_p', at + i, 100 * (i + 1)));
+    // Rows 0..4 were counted by an earlier delivery; row 7's writes fail until the failure is reported.
+    expect(await aggregate(deps, { Records: records.slice(0, 5) })).toEqual({ batchItemFailures: [] });
+    let outage = true;
+    const faulty: AggregateDeps = { ...deps, doc: outageFor(db.doc, 'SEEN#b2_7', () => outage), writeLine: () => undefined };
+    const first = await aggregate(faulty, { Records: records.slice(0, 10) });
+    expect(first).toEqual({ batchItemFailures: [{ itemIdentifier: records[7]?.dynamodb?.SequenceNumber }] });
+    outage = false;
+    // Rows before the failed one are in; the failed one and later ones are not.
+    expect(await marker('b2_6')).toBe(true);
+    expect(await marker('b2_7')).toBe(false);
+    expect(await marker('b2_8')).toBe(false);
+    expect(await total(BW, '2027-02-11')).toMatchObject({ requests: 7, chargeMicros: 100 * (1 + 2 + 3 + 4 + 5 + 6 + 7) });
+    // The retry starts at the failed record and runs on past the first batch's end.
+    expect(await aggregate(deps, { Records: records.slice(7) })).toEqual({ batchItemFailures: [] });
+    expect(await total(BW, '2027-02-11')).toMatchObject({ requests: 12, chargeMicros: 100 * ((12 * 13) / 2) });
+  });
+
+  it('a batch too large for one transaction is written in runs of at most 100 items, exactly once', async () => {
+    const at = Date.UTC(2027, 1, 12, 9);
+    // Every row its own workspace: seven items per row, so 14 rows per transaction.
+    const records = Array.from({ length: 40 }, (_, i) => usageRecord(`ws_many_${i}`, `b3_${i}`, 'key_m', at, 7));
+    const rec = recording();
+    // Half of them were counted before, spread through the batch.
+    expect(await aggregate(deps, { Records: records.filter((_, i) => i % 2 === 0) })).toEqual({ batchItemFailures: [] });
+    expect(await aggregate({ ...deps, doc: rec.doc }, { Records: records })).toEqual({ batchItemFailures: [] });
+    expect(rec.sent.length).toBeGreaterThan(1);
+    for (const s of rec.sent) expect(s.items.length).toBeLessThanOrEqual(100);
+    for (let i = 0; i < 40; i += 1) expect(await total(`ws_many_${i}`, '2027-02-12')).toMatchObject({ requests: 1, chargeMicros: 7 });
   });
 });
 

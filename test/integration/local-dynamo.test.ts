@@ -83,7 +83,14 @@ describe('ensureTables against DynamoDB Local', () => {
     const other = await testTables();
     try {
       expect(other.prefix).not.toBe(t.prefix);
-      const { TableNames = [] } = await other.client.send(new ListTablesCommand({}));
+      // ListTables answers at most 100 names a page, and the run's other files have tables here too.
+      const TableNames: string[] = [];
+      let start: string | undefined;
+      do {
+        const page = await other.client.send(new ListTablesCommand({ ExclusiveStartTableName: start }));
+        TableNames.push(...(page.TableNames ?? []));
+        start = page.LastEvaluatedTableName;
+      } while (start !== undefined);
       for (const schema of ALL_TABLES) {
         expect(TableNames).toContain(tableName(other.prefix, schema.name));
         expect(TableNames).toContain(tableName(t.prefix, schema.name));

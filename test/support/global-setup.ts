@@ -21,6 +21,9 @@ type Holder = { [HANDLE_KEY]?: DynamoLocal };
 export default async function globalSetup(): Promise<void> {
   // Workers inherit this: the SDK's notice that it will need Node 22 is noise in every suite.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  // The npm and npx the suites start (CDK's bundler runs `npx esbuild`, the sweeper test `npx tsx`)
+  // would print a machine's npm configuration warnings into the run; their errors still show.
+  process.env.npm_config_loglevel ??= 'error';
   const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
   if (java.error !== undefined || java.status !== 0) {
     throw new Error(

@@ -1,0 +1,204 @@
+/**
+ * The store write map's arithmetic, pure: DynamoDB's item size and write-unit rules, the index
+ * writes a base-table write causes (derived from the table schema, never from knowledge of the
+ * layout), and the modelled ceilings: DynamoDB takes at most 1,000 write units per second on one
+ * partition key value and on one item, so a key that takes `u` units per request caps the
+ * traffic that writes it at `1000 / u` requests per second.
+ *
+ * Rules (DynamoDB developer guide, "Item sizes and formats", "Read/write capacity mode"):
+ * - an item's size is the sum of its attribute names' UTF-8 lengths and its values' sizes: a
+ *   string its UTF-8 bytes, a number 1 byte per two significant digits plus 1, binary its bytes,
+ *   a boolean or null 1 byte, a list or map 3 bytes plus 1 byte and the size of each element (a
+ *   map's element includes its name), a set the sum of its elements;
+ * - a write costs 1 unit per KB of the item, rounded up (at least 1); a `PutItem` or `UpdateItem`
+ *   counts the larger of the item before and after, a `DeleteItem` the item deleted; inside a
+ *   transaction every write costs double;
+ * - a global secondary index (projection ALL) is written when the item has the index's keys
+ *   before or after the write: one write when the index key stays, two (a delete and a put) when
+ *   it moves; index writes cost 1 unit per KB (they are not transactional).
+ */
+import type { IndexSchema, TableSchema } from '../lambdas/shared/schema';
+
+/** An attribute value in DynamoDB's JSON wire form. */
+export interface WireValue {
+  readonly S?: string;
+  readonly N?: string;
+  readonly B?: string;
+  readonly BOOL?: boolean;
+  readonly NULL?: boolean;
+  readonly L?: readonly WireValue[];
+  readonly M?: Readonly<Record<string, WireValue>>;
+  readonly SS?: readonly string[];
+  readonly NS?: readonly string[];
+  readonly BS?: readonly string[];
+}
+
+/** An item (or a key) in DynamoDB's JSON wire form. */
+export type WireItem = Readonly<Record<string, WireValue>>;
+
+/** DynamoDB's size of a number: 1 byte per two significant digits, plus 1. */
+export function numberSize(n: string): number {
+  const digits = n.replace(/^[-+]/, '').replace(/[eE].*$/, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
+  return Math.ceil(Math.max(1, digits.length) / 2) + 1;
+}
+
+const utf8 = (s: string): number => Buffer.byteLength(s, 'utf8');
+
+/** DynamoDB's size of one attribute value, in bytes. */
+export function valueSize(v: WireValue): number {
+  if (v.S !== undefined) return utf8(v.S);
+  if (v.N !== undefined) return numberSize(v.N);
+  if (v.B !== undefined) return Buffer.from(v.B, 'base64').length;
+  if (v.BOOL !== undefined || v.NULL !== undefined) return 1;
+  if (v.L !== undefined) return 3 + v.L.reduce((sum, e) => sum + 1 + valueSize(e), 0);
+  if (v.M !== undefined) return 3 + Object.entries(v.M).reduce((sum, [name, e]) => sum + 1 + utf8(name) + valueSize(e), 0);
+  if (v.SS !== undefined) return v.SS.reduce((sum, s) => sum + utf8(s), 0);
+  if (v.NS !== undefined) return v.NS.reduce((sum, s) => sum + numberSize(s), 0);
+  if (v.BS !== undefined) return v.BS.reduce((sum, s) => sum + Buffer.from(s, 'base64').length, 0);
+  return 0;
+}
+
+/** DynamoDB's size of an item: its attribute names and values. */
+export function itemSize(item: WireItem): number {
+  return Object.entries(item).reduce((sum, [name, v]) => sum + utf8(name) + valueSize(v), 0);
+}
+
+/** Write units of one write of an item of `bytes`: 1 per KB rounded up, at least 1; doubled in a transaction. */
+export function writeUnits(bytes: number, transactional: boolean): number {
+  return Math.max(1, Math.ceil(bytes / 1024)) * (transactional ? 2 : 1);
+}
+
+/** One item written, as the tap saw it. */
+export interface ItemWrite {
+  /** Who wrote it: the gateway or the aggregator. */
+  readonly source: string;
+  readonly op: 'Put' | 'Update' | 'Delete' | 'ConditionCheck';
+  /** The table's schema name (`ledger`, `holds`, …). */
+  readonly table: string;
+  readonly transactional: boolean;
+  /** The item's primary key. */
+  readonly key: WireItem;
+  /** The item before the write, when it existed (and was known). */
+  readonly before?: WireItem;
+  /** The item after the write; absent after a delete. */
+  readonly after?: WireItem;
+  /** Workspaces the write belongs to (their ids appear in it or in its call). */
+  readonly workspaces: readonly string[];
+  /** Units DynamoDB reported for this write alone, when it did (single-item calls). */
+  readonly reportedUnits?: number;
+}
+
+/** One partition key value (of a table or an index) and one item, written for some units. */
+export interface KeyWrite {
+  readonly source: string;
+  /** `ledger`, or `holds/byExpiry` for an index. */
+  readonly target: string;
+  /** `target pk=value`. */
+  readonly partition: string;
+  /** `target pk=value sk=value`, for base tables; the base item's key for an index entry. */
+  readonly item: string;
+  readonly units: number;
+  readonly workspaces: readonly string[];
+}
+
+const show = (v: WireValue | undefined): string => (v === undefined ? '?' : (v.S ?? v.N ?? v.B ?? JSON.stringify(v)));
+
+function keyText(schema: Pick<TableSchema, 'partitionKey' | 'sortKey'>, item: WireItem): string {
+  const pk = `${schema.partitionKey.name}=${show(item[schema.partitionKey.name])}`;
+  return schema.sortKey === undefined ? pk : `${pk} ${schema.sortKey.name}=${show(item[schema.sortKey.name])}`;
+}
+
+function indexed(index: IndexSchema, item: WireItem | undefined): boolean {
+  return item !== undefined && item[index.partitionKey.name] !== undefined && (index.sortKey === undefined || item[index.sortKey.name] !== undefined);
+}
+
+function sameIndexKey(index: IndexSchema, a: WireItem, b: WireItem): boolean {
+  const eq = (name: string): boolean => JSON.stringify(a[name]) === JSON.stringify(b[name]);
+  return eq(index.partitionKey.name) && (index.sortKey === undefined || eq(index.sortKey.name));
+}
+
+/** The partition key values and items one base-table write puts units on: the table's, then each index's. */
+export function keyWrites(w: ItemWrite, schema: TableSchema): KeyWrite[] {
+  const size = Math.max(w.before === undefined ? 0 : itemSize(w.before), w.after === undefined ? 0 : itemSize(w.after), itemSize(w.key));
+  const base = (img: WireItem): string => keyText(schema, img);
+  const out: KeyWrite[] = [
+    {
+      source: w.source,
+      target: schema.name,
+      partition: `${schema.name} ${schema.partitionKey.name}=${show(w.key[schema.partitionKey.name])}`,
+      item: `${schema.name} ${base(w.key)}`,
+      units: w.reportedUnits ?? writeUnits(size, w.transactional),
+      workspaces: w.workspaces,
+    },
+  ];
+  if (w.op === 'ConditionCheck') return out;
+  for (const index of schema.indexes) {
+    const target = `${schema.name}/${index.indexName}`;
+    const entry = (img: WireItem): KeyWrite => ({
+      source: w.source,
+      target,
+      partition: `${target} ${index.partitionKey.name}=${show(img[index.partitionKey.name])}`,
+      item: `${target} ${base(w.key)}`,
+      units: writeUnits(itemSize(img), false),
+      workspaces: w.workspaces,
+    });
+    const was = indexed(index, w.before) ? w.before : undefined;
+    const is = indexed(index, w.after) ? w.after : undefined;
+    if (was !== undefined && is !== undefined && sameIndexKey(index, was, is)) out.push({ ...entry(is), units: writeUnits(Math.max(itemSize(was), itemSize(is)), false) });
+    else {
+      if (was !== undefined) out.push(entry(was));
+      if (is !== undefined) out.push(entry(is));
+    }
+  }
+  return out;
+}
+
+/** A key's load over one run. */
+export interface HotKey {
+  readonly key: string;
+  readonly unitsPerRequest: number;
+  /** `1000 / unitsPerRequest`, requests per second. */
+  readonly ceilingRps: number;
+  /** How many workspaces' requests wrote it. */
+  readonly workspaces: number;
+  /** Who wrote it (`gateway`, `aggregator`). */
+  readonly sources: readonly string[];
+}
+
+/** DynamoDB's limit per partition key value and per item, write units per second. */
+export const UNITS_PER_SECOND = 1_000;
+
+/**
+ * Keys by units per request, hottest first. `by` picks partition key values or items; `shared`
+ * keeps only keys written more than once by more than one workspace's requests (or by none that
+ * could be told), which are the keys whose load grows with the whole service's traffic.
+ */
+export function hottest(writes: readonly KeyWrite[], requests: number, by: 'partition' | 'item', shared = false): HotKey[] {
+  const tally = new Map<string, { units: number; writes: number; workspaces: Set<string>; sources: Set<string> }>();
+  for (const w of writes) {
+    const k = by === 'partition' ? w.partition : w.item;
+    let t = tally.get(k);
+    if (t === undefined) {
+      t = { units: 0, writes: 0, workspaces: new Set(), sources: new Set() };
+      tally.set(k, t);
+    }
+    t.units += w.units;
+    t.writes += 1;
+    for (const ws of w.workspaces) t.workspaces.add(ws);
+    t.sources.add(w.source);
+  }
+  const out: HotKey[] = [];
+  for (const [key, t] of tally) {
+    // A key written once in a run (a request's own marker, say) says nothing about a rate.
+    if (shared && (t.workspaces.size === 1 || t.writes < 2)) continue;
+    const unitsPerRequest = t.units / Math.max(1, requests);
+    out.push({ key, unitsPerRequest, ceilingRps: UNITS_PER_SECOND / unitsPerRequest, workspaces: t.workspaces.size, sources: [...t.sources].sort() });
+  }
+  return out.sort((a, b) => b.unitsPerRequest - a.unitsPerRequest || a.key.localeCompare(b.key));
+}
+
+/** The ceiling a run's hottest key sets, or null when no key qualifies (nothing binds). */
+export function ceilingOf(keys: readonly HotKey[]): number | null {
+  const top = keys[0];
+  return top === undefined ? null : Math.floor(top.ceilingRps);
+}

@@ -1,0 +1,327 @@
+/**
+ * A tap on DynamoDB's HTTP calls: a recording pass-through in front of DynamoDB Local. The
+ * gateway (its `DynamoWire`) and the aggregator (its SDK client) are pointed at it through their
+ * ordinary endpoint setting, so nothing is added to the production adapters and the tap sees
+ * whatever key layout the store has, from the bytes on the wire.
+ *
+ * In `map` mode every write (PutItem, UpdateItem, DeleteItem, TransactWriteItems,
+ * BatchWriteItem) is recorded item by item with its image before and after: the image before
+ * from the tap's own record of what it saw written, else read from DynamoDB Local before the call
+ * is passed on; the image after from the request (a put) or read back once the call succeeded (an
+ * update). The tap also asks for `ReturnConsumedCapacity` (DynamoDB Local reports it; it does not
+ * check signatures) and keeps what a single-item call reports. The extra reads make this mode slow:
+ * its loads are for counting, not timing. In `count` mode calls are only counted, with the
+ * cancellations of transactions by conflict, so throughput runs through the same hop.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { TABLES, type TableName, type TableSchema } from '../lambdas/shared/schema';
+import { itemSize, writeUnits, type ItemWrite, type WireItem } from './store-map-model';
+
+/** What the tap does with the calls it passes on. */
+export type TapMode = 'map' | 'count';
+
+/** Calls counted since the last {@link WriteTap.take}. */
+export interface CallCounts {
+  /** Successful calls by operation (`TransactWriteItems`, `GetItem`, …), per source. */
+  readonly calls: Record<string, number>;
+  /** Transactions cancelled, and of those, cancelled by a `TransactionConflict`, per source. */
+  readonly cancelled: Record<string, number>;
+  readonly conflicts: Record<string, number>;
+  /**
+   * Transactions sent while another transaction, not yet answered, held one of their items: on
+   * DynamoDB one of the two is cancelled (`TransactionConflict`). DynamoDB Local never cancels.
+   */
+  readonly overlaps: Record<string, number>;
+  /** Other failed calls, by error type. */
+  readonly errors: Record<string, number>;
+  /** Write calls whose reported capacity (per table) equalled the tap's own figure, and did not. */
+  reportedAgrees: number;
+  reportedDiffers: number;
+  /** The first few disagreements: operation, table, computed and reported units. */
+  readonly differences: string[];
+}
+
+type Json = Record<string, unknown>;
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteItems', 'BatchWriteItem']);
+
+interface PendingItem {
+  readonly op: ItemWrite['op'];
+  readonly tableName: string;
+  readonly schema: TableSchema;
+  readonly key: WireItem;
+  /** The item a put writes. */
+  readonly item?: WireItem;
+  readonly entry: Json;
+}
+
+const inc = (m: Record<string, number>, k: string, by = 1): void => {
+  m[k] = (m[k] ?? 0) + by;
+};
+
+/** The recording pass-through; see the module comment. */
+export class WriteTap {
+  mode: TapMode = 'count';
+  /** Workspace ids to attribute writes to (found in a write's key, item or values, else its call's). */
+  workspaces: readonly string[] = [];
+  private writes: ItemWrite[] = [];
+  private counts = WriteTap.emptyCounts();
+  /** Last image of every item the tap saw written (or read), by table and key. */
+  private readonly images = new Map<string, WireItem | null>();
+  private readonly servers: http.Server[] = [];
+  private readonly upstream: URL;
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
+  private readonly byName = new Map<string, TableSchema>();
+  /** The items of every transaction sent and not yet answered. */
+  private readonly inflight = new Set<Set<string>>();
+
+  /**
+   * @param endpoint DynamoDB Local's endpoint
+   * @param tablePrefix the prefix of the tables the stack uses, to find each table's schema
+   */
+  constructor(endpoint: string, tablePrefix: string) {
+    this.upstream = new URL(endpoint);
+    for (const name of Object.keys(TABLES) as TableName[]) this.byName.set(`${tablePrefix}${name}`, TABLES[name]);
+  }
+
+  private static emptyCounts(): CallCounts {
+    return { calls: {}, cancelled: {}, conflicts: {}, overlaps: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
+  }
+
+  /** Starts a listener for one source (`gateway`, `aggregator`); resolves to the endpoint to give it. */
+  async listen(source: string): Promise<string> {
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        this.handle(source, req, Buffer.concat(chunks)).then(
+          (reply) => {
+            res.writeHead(reply.status, { 'content-type': reply.contentType, 'content-length': String(reply.body.length) });
+            res.end(reply.body);
+          },
+          (err: unknown) => {
+            res.writeHead(500, { 'content-type': 'application/x-amz-json-1.0' });
+            res.end(JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: `tap: ${err instanceof Error ? err.message : String(err)}` }));
+          },
+        );
+      });
+    });
+    server.keepAliveTimeout = 30_000;
+    this.servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  /** The writes and counts recorded since the last call, and a fresh start. */
+  take(): { writes: ItemWrite[]; counts: CallCounts } {
+    const out = { writes: this.writes, counts: this.counts };
+    this.writes = [];
+    this.counts = WriteTap.emptyCounts();
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(
+      this.servers.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.closeAllConnections();
+            s.close(() => resolve());
+          }),
+      ),
+    );
+    this.agent.destroy();
+  }
+
+  private async handle(source: string, req: http.IncomingMessage, body: Buffer): Promise<{ status: number; contentType: string; body: Buffer }> {
+    const target = String(req.headers['x-amz-target'] ?? '');
+    const op = target.slice(target.indexOf('.') + 1);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length' && k !== 'connection') headers[k] = v;
+    const mapping = this.mode === 'map' && target.startsWith('DynamoDB_') && WRITES.has(op);
+    let input: Json | undefined;
+    let pending: PendingItem[] = [];
+    let sent = body;
+    if (mapping) {
+      input = JSON.parse(body.toString('utf8')) as Json;
+      pending = this.itemsOf(op, input);
+      for (const p of pending) await this.before(p);
+      // DynamoDB Local does not check signatures, so the body may change under them.
+      if (input.ReturnConsumedCapacity === undefined) sent = Buffer.from(JSON.stringify({ ...input, ReturnConsumedCapacity: 'INDEXES' }), 'utf8');
+    }
+    // DynamoDB Local runs transactions one at a time and never cancels one for a conflict; real
+    // DynamoDB cancels a transaction that meets another in flight on the same item. So the tap
+    // counts the transactions that were sent while another, still unanswered, held one of their items.
+    let held: Set<string> | undefined;
+    if (op === 'TransactWriteItems') {
+      held = new Set(this.itemsOf(op, input ?? (JSON.parse(body.toString('utf8')) as Json)).map((p) => this.id(p)));
+      for (const other of this.inflight) {
+        if ([...held].some((id) => other.has(id))) {
+          inc(this.counts.overlaps, source);
+          break;
+        }
+      }
+      this.inflight.add(held);
+    }
+    let reply: { status: number; contentType: string; body: Buffer };
+    try {
+      reply = await this.post(headers, sent);
+    } finally {
+      if (held !== undefined) this.inflight.delete(held);
+    }
+    if (reply.status === 200) inc(this.counts.calls, `${source} ${op}`);
+    else this.countFailure(source, op, reply.body);
+    if (mapping && input !== undefined && reply.status === 200) await this.record(source, op, input, pending, JSON.parse(reply.body.toString('utf8') || '{}') as Json);
+    return reply;
+  }
+
+  private countFailure(source: string, op: string, body: Buffer): void {
+    let parsed: Json = {};
+    try {
+      parsed = JSON.parse(body.toString('utf8')) as Json;
+    } catch {
+      // not JSON (a proxy's page): counted as an unknown error
+    }
+    const type = String(parsed.__type ?? 'unknown');
+    const name = type.slice(type.lastIndexOf('#') + 1);
+    if (name === 'TransactionCanceledException') {
+      inc(this.counts.cancelled, source);
+      const reasons = Array.isArray(parsed.CancellationReasons) ? (parsed.CancellationReasons as { Code?: string }[]) : [];
+      if (reasons.some((r) => r.Code === 'TransactionConflict')) inc(this.counts.conflicts, source);
+      return;
+    }
+    inc(this.counts.errors, `${source} ${op} ${name}`);
+  }
+
+  /** The items a write call touches, with their keys. */
+  private itemsOf(op: string, input: Json): PendingItem[] {
+    const out: PendingItem[] = [];
+    const add = (kind: ItemWrite['op'], entry: Json): void => {
+      const tableName = String(entry.TableName ?? '');
+      const schema = this.byName.get(tableName);
+      if (schema === undefined) return; // not one of the stack's tables
+      const item = entry.Item as WireItem | undefined;
+      const key = (entry.Key as WireItem | undefined) ?? pick(schema, item ?? {});
+      out.push({ op: kind, tableName, schema, key, ...(item === undefined ? {} : { item }), entry });
+    };
+    if (op === 'PutItem') add('Put', input);
+    else if (op === 'UpdateItem') add('Update', input);
+    else if (op === 'DeleteItem') add('Delete', input);
+    else if (op === 'TransactWriteItems') {
+      for (const t of (input.TransactItems ?? []) as Json[]) {
+        for (const kind of ['Put', 'Update', 'Delete', 'ConditionCheck'] as const) if (t[kind] !== undefined) add(kind, t[kind] as Json);
+      }
+    } else if (op === 'BatchWriteItem') {
+      for (const [table, requests] of Object.entries((input.RequestItems ?? {}) as Record<string, Json[]>)) {
+        for (const r of requests) {
+          if (r.PutRequest !== undefined) add('Put', { TableName: table, ...(r.PutRequest as Json) });
+          if (r.DeleteRequest !== undefined) add('Delete', { TableName: table, ...(r.DeleteRequest as Json) });
+        }
+      }
+    }
+    return out;
+  }
+
+  private id(p: Pick<PendingItem, 'tableName' | 'key' | 'schema'>): string {
+    return `${p.tableName}\u0000${JSON.stringify(pick(p.schema, p.key))}`;
+  }
+
+  /** Makes sure the image before the write is known (read it when the tap never saw the item). */
+  private async before(p: PendingItem): Promise<void> {
+    const id = this.id(p);
+    if (this.images.has(id)) return;
+    this.images.set(id, (await this.read(p.tableName, p.key)) ?? null);
+  }
+
+  private async record(source: string, op: string, input: Json, pending: readonly PendingItem[], output: Json): Promise<void> {
+    const transactional = op === 'TransactWriteItems';
+    const whole = JSON.stringify(input);
+    const computed = new Map<string, number>();
+    for (const p of pending) {
+      const id = this.id(p);
+      const before = this.images.get(id) ?? undefined;
+      let after: WireItem | undefined;
+      if (p.op === 'Put') after = p.item;
+      else if (p.op === 'Update') after = await this.read(p.tableName, p.key);
+      else if (p.op === 'ConditionCheck') after = before;
+      this.images.set(id, after ?? null);
+      const own = this.attribute(JSON.stringify(p.entry));
+      // A write that names no workspace belongs to its call's workspace, when the call has one.
+      const call = own.length > 0 ? own : this.attribute(whole);
+      const write: ItemWrite = {
+        source,
+        op: p.op,
+        table: p.schema.name,
+        transactional,
+        key: pick(p.schema, p.key),
+        ...(before === undefined ? {} : { before }),
+        ...(after === undefined ? {} : { after }),
+        workspaces: call.length === 1 ? call : own,
+      };
+      this.writes.push(write);
+      const size = Math.max(before === undefined ? 0 : itemSize(before), after === undefined ? 0 : itemSize(after), itemSize(write.key));
+      computed.set(p.tableName, (computed.get(p.tableName) ?? 0) + writeUnits(size, transactional));
+    }
+    // DynamoDB Local's figure per table; a single-item call's is that item's own.
+    const consumed = ([] as Json[]).concat((output.ConsumedCapacity ?? []) as Json | Json[]);
+    const reportedBy = new Map<string, number>();
+    for (const c of consumed) {
+      const table = String(c.TableName ?? '');
+      const units = Number((c.Table as Json | undefined)?.CapacityUnits ?? c.CapacityUnits);
+      if (Number.isFinite(units)) reportedBy.set(table, (reportedBy.get(table) ?? 0) + units);
+    }
+    for (const [table, reported] of reportedBy) {
+      if (!computed.has(table)) continue;
+      if (reported === computed.get(table)) this.counts.reportedAgrees += 1;
+      else {
+        this.counts.reportedDiffers += 1;
+        if (this.counts.differences.length < 5) this.counts.differences.push(`${source} ${op} ${table}: computed ${computed.get(table)}, reported ${reported} (${pending.filter((p) => p.tableName === table).map((p) => p.op).join(' ')})`);
+      }
+      if (pending.length === 1 && !transactional) {
+        const last = this.writes.pop() as ItemWrite;
+        this.writes.push({ ...last, reportedUnits: reported });
+      }
+    }
+  }
+
+  private attribute(text: string): string[] {
+    return this.workspaces.filter((ws) => text.includes(ws));
+  }
+
+  /** A consistent read straight from DynamoDB Local (not through the tap, not recorded). */
+  private async read(tableName: string, key: WireItem): Promise<WireItem | undefined> {
+    const reply = await this.post(
+      { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': 'DynamoDB_20120810.GetItem', authorization: 'AWS4-HMAC-SHA256 Credential=local/20260101/local/dynamodb/aws4_request, SignedHeaders=host, Signature=tap' },
+      Buffer.from(JSON.stringify({ TableName: tableName, Key: key, ConsistentRead: true }), 'utf8'),
+    );
+    if (reply.status !== 200) return undefined;
+    return (JSON.parse(reply.body.toString('utf8')) as { Item?: WireItem }).Item;
+  }
+
+  private post(headers: Record<string, string>, body: Buffer): Promise<{ status: number; contentType: string; body: Buffer }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request(
+        { hostname: this.upstream.hostname, port: this.upstream.port, method: 'POST', path: '/', agent: this.agent, headers: { ...headers, 'content-length': String(body.length) } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? 'application/x-amz-json-1.0'), body: Buffer.concat(chunks) }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+}
+
+/** The primary key attributes of an item, by the table's schema. */
+function pick(schema: TableSchema, item: WireItem): WireItem {
+  const out: Record<string, WireItem[string]> = {};
+  for (const a of [schema.partitionKey, schema.sortKey]) {
+    if (a === undefined) continue;
+    const v = item[a.name];
+    if (v !== undefined) out[a.name] = v;
+  }
+  return out;
+}

@@ -1,0 +1,435 @@
+/**
+ * The store write map: every DynamoDB write the running gateway and the aggregator make, by
+ * table, partition key value (index keys included) and item, with its write units, under three
+ * loads: many workspaces; one workspace with five keys at concurrency 64; one key. From it, the
+ * modelled ceilings: DynamoDB takes at most 1,000 write units per second on one partition key
+ * value and on one item, so `1000 / units per request` on the hottest one bounds the traffic that
+ * writes it (`store-map-model.ts`). Then, locally, transaction conflicts per admission and
+ * throughput for one workspace at concurrency 64 against 64 workspaces.
+ *
+ * The stack is the benchmark's own (DynamoDB Local, the simulator and the bundled gateway, each in
+ * its own process, stopped by PID), with the gateway's and the aggregator's DynamoDB endpoint
+ * pointed at a recording tap (`store-map-tap.ts`); the aggregator is the real `aggregate` fed by
+ * the local stream poller, drained after each load, so its writes count against that load.
+ *
+ *   npx tsx bench/store-map.ts [--quick]        on its own
+ *   npm run bench -- --store-map-only [--quick]
+ *
+ * Output: a table on stderr/stdout, and `storeMap`, `modeledCeilings` and `hottestKeys` merged
+ * into `bench-results/bench.json` (the rest of that file is kept).
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
+import { documentClient } from '../lambdas/adapters/dynamo-client';
+import { aggregate } from '../lambdas/aggregator/aggregate';
+import { loadConfig } from '../lambdas/shared/config';
+import { TABLES, tableName, type TableName } from '../lambdas/shared/schema';
+import { startDynamoLocal } from '../local/dynamo-local';
+import { startStreamPoller } from '../local/stream-poller';
+import { ensureTables, makeDynamoClient } from '../local/tables';
+import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
+import { closedLoop, post, targetFrom, type Target } from './load';
+import { GatewayProcess, startSimulatorProcess } from './processes';
+import { ceilingOf, hottest, keyWrites, type HotKey, type ItemWrite, type KeyWrite } from './store-map-model';
+import { WriteTap, type CallCounts } from './store-map-tap';
+
+/** How big each part is. */
+interface MapPlan {
+  /** Workspaces of the many-workspaces load (one key each), and of the throughput comparison. */
+  readonly workspaces: number;
+  /** Requests per load. */
+  readonly requests: number;
+  /** Concurrency of the many-workspaces and five-key loads (the one-key load runs at a quarter). */
+  readonly concurrency: number;
+  /** Length of each throughput slice, and slices per side. */
+  readonly sliceMs: number;
+  readonly rounds: number;
+}
+
+const FULL: MapPlan = { workspaces: 64, requests: 640, concurrency: 64, sliceMs: 5_000, rounds: 2 };
+const QUICK: MapPlan = { workspaces: 64, requests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1 };
+const TABLE_PREFIX = 'map-';
+const WATCHDOG_MS = 6 * 60_000;
+const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
+
+interface Caller {
+  readonly workspaceId: string;
+  readonly rawKey: string;
+}
+
+/** One load's write map. */
+export interface LoadMap {
+  readonly name: string;
+  readonly concurrency: number;
+  /** Requests answered 200 (units are per request sent: these and the failed ones). */
+  readonly requests: number;
+  readonly failed: number;
+  /** Per request, by source: write calls, items written, write units. */
+  readonly perRequest: Readonly<Record<string, { readonly calls: number; readonly writes: number; readonly units: number }>>;
+  readonly hottestPartitions: readonly HotKey[];
+  readonly hottestItems: readonly HotKey[];
+  /** Keys written by more than one workspace's requests (the many-workspaces load). */
+  readonly sharedPartitions: readonly HotKey[];
+  readonly sharedItems: readonly HotKey[];
+  /** Transactions cancelled by a conflict, per request. */
+  readonly conflictsPerRequest: number;
+}
+
+/** Throughput of one side of the conflict comparison. */
+export interface ConflictSide {
+  readonly name: string;
+  readonly rps: number;
+  readonly ok: number;
+  readonly failed: number;
+  /** Gateway transactions cancelled by `TransactionConflict`, per admitted request (DynamoDB Local: always 0). */
+  readonly conflictsPerAdmission: number;
+  /**
+   * Gateway transactions sent while another unanswered one held one of their items, per admitted
+   * request: what DynamoDB would cancel as conflicts (see `CallCounts.overlaps`).
+   */
+  readonly overlapsPerAdmission: number;
+  /** Gateway transactions per admitted request (retries included). */
+  readonly transactionsPerRequest: number;
+}
+
+/** What the store map writes to bench.json. */
+export interface StoreMapResult {
+  readonly modeledCeilings: { readonly serviceRps: number | null; readonly workspaceRps: number | null; readonly keyRps: number | null };
+  readonly modeledItemCeilings: { readonly serviceRps: number | null; readonly workspaceRps: number | null; readonly keyRps: number | null };
+  readonly hottestKeys: {
+    readonly service: { readonly partition?: HotKey; readonly item?: HotKey };
+    readonly workspace: { readonly partition?: HotKey; readonly item?: HotKey };
+    readonly key: { readonly partition?: HotKey; readonly item?: HotKey };
+  };
+  readonly storeMap: {
+    readonly loads: readonly LoadMap[];
+    readonly conflicts: readonly ConflictSide[];
+    /** Write calls whose per-table capacity, as DynamoDB Local reported it, equalled the tap's figure. */
+    readonly reportedCapacity: { readonly agrees: number; readonly differs: number; readonly differences: readonly string[] };
+    readonly aggregatorBatchSize: number;
+    readonly elapsedSeconds: number;
+  };
+}
+
+function log(message: string): void {
+  process.stderr.write(`[store-map] ${message}\n`);
+}
+
+const sum = (m: Readonly<Record<string, number>>, match: (k: string) => boolean): number => Object.entries(m).reduce((s, [k, v]) => s + (match(k) ? v : 0), 0);
+
+/** Runs `n` requests over `concurrency` workers; `pick(i)` chooses the caller of the i-th. */
+async function bounded(target: Target, n: number, concurrency: number, pick: (i: number) => Caller): Promise<{ ok: number; failed: number; firstError?: string }> {
+  let next = 0;
+  let ok = 0;
+  let failed = 0;
+  let firstError: string | undefined;
+  const worker = async (): Promise<void> => {
+    while (next < n) {
+      const i = next;
+      next += 1;
+      try {
+        const t = await post(target, BODY, { authorization: `Bearer ${pick(i).rawKey}` });
+        if (t.status === 200) ok += 1;
+        else {
+          failed += 1;
+          firstError ??= `status ${t.status}`;
+        }
+      } catch (err) {
+        failed += 1;
+        firstError ??= err instanceof Error ? err.message : String(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { ok, failed, ...(firstError === undefined ? {} : { firstError }) };
+}
+
+/** Every item write of a load as the partition key values and items it loads. */
+function toKeyWrites(writes: readonly ItemWrite[]): KeyWrite[] {
+  return writes.flatMap((w) => keyWrites(w, TABLES[w.table as TableName]));
+}
+
+function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts): LoadMap {
+  const keys = toKeyWrites(writes);
+  // Every request sent: a rare failure (after admission) still wrote.
+  const n = Math.max(1, run.ok + run.failed);
+  const perRequest: Record<string, { calls: number; writes: number; units: number }> = {};
+  for (const source of ['gateway', 'aggregator']) {
+    const mine = keys.filter((k) => k.source === source);
+    perRequest[source] = {
+      calls: sum(counts.calls, (k) => k.startsWith(`${source} `) && /(PutItem|UpdateItem|DeleteItem|TransactWriteItems|BatchWriteItem)$/.test(k)) / n,
+      writes: writes.filter((w) => w.source === source).length / n,
+      units: mine.reduce((s, k) => s + k.units, 0) / n,
+    };
+  }
+  return {
+    name,
+    concurrency,
+    requests: run.ok,
+    failed: run.failed,
+    perRequest,
+    hottestPartitions: hottest(keys, n, 'partition').slice(0, 6),
+    hottestItems: hottest(keys, n, 'item').slice(0, 6),
+    sharedPartitions: hottest(keys, n, 'partition', true).slice(0, 4),
+    sharedItems: hottest(keys, n, 'item', true).slice(0, 4),
+    conflictsPerRequest: sum(counts.conflicts, () => true) / n,
+  };
+}
+
+/** Runs the whole store map; see the module comment. */
+export async function runStoreMap(options: { readonly quick: boolean }): Promise<StoreMapResult> {
+  const plan = options.quick ? QUICK : FULL;
+  const started = performance.now();
+  const steps: { name: string; run: () => Promise<void> }[] = [];
+  const cleanup = async (): Promise<void> => {
+    for (const step of steps.reverse()) {
+      try {
+        await step.run();
+      } catch (err) {
+        process.stderr.write(`store-map cleanup (${step.name}) failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      }
+    }
+    steps.length = 0;
+  };
+  const watchdog = setTimeout(() => {
+    log(`the store map exceeded ${WATCHDOG_MS / 1000} s: stopping`);
+    void cleanup().finally(() => process.exit(2));
+  }, WATCHDOG_MS);
+  watchdog.unref();
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'sluice-store-map-'));
+  steps.push({ name: 'temp dir', run: async () => rmSync(tmp, { recursive: true, force: true }) });
+  try {
+    log('bundling and starting DynamoDB Local');
+    const [built, dbStart] = await Promise.allSettled([buildBundles(tmp), startDynamoLocal({ detached: true, readyTimeoutMs: 60_000 })]);
+    if (dbStart.status === 'fulfilled') steps.push({ name: 'DynamoDB Local', run: () => dbStart.value.stop() });
+    if (built.status === 'rejected') throw built.reason;
+    if (dbStart.status === 'rejected') throw dbStart.reason;
+    const bundles = built.value;
+    const db = dbStart.value;
+    const adminClient = makeDynamoClient(db.endpoint);
+    steps.push({ name: 'admin client', run: async () => adminClient.destroy() });
+    await ensureTables(adminClient, TABLE_PREFIX);
+    const doc = documentClient(loadConfig({ SLUICE_STAGE: 'local', SLUICE_TABLE_PREFIX: TABLE_PREFIX, SLUICE_DYNAMODB_ENDPOINT: db.endpoint }));
+    steps.push({ name: 'document client', run: async () => doc.destroy() });
+    const admin: AdminContext = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
+    await importCatalog(admin, {});
+    const workspace = async (keys: number): Promise<Caller[]> => {
+      const ws = await createWorkspace(admin, { name: 'store-map' });
+      await addCredit(admin, { workspaceId: ws.workspaceId, minor: 1_000_000 });
+      const out: Caller[] = [];
+      for (let k = 0; k < keys; k += 1) out.push({ workspaceId: ws.workspaceId, rawKey: (await createKey(admin, { workspaceId: ws.workspaceId })).rawKey });
+      return out;
+    };
+    const many: Caller[] = [];
+    for (let i = 0; i < plan.workspaces; i += 8) many.push(...(await Promise.all(Array.from({ length: Math.min(8, plan.workspaces - i) }, () => workspace(1)))).flat());
+    const five = await workspace(5);
+    const [one] = await workspace(1);
+    if (one === undefined) throw new Error('no key');
+    log(`seeded ${many.length + 2} workspaces`);
+
+    const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
+    steps.push({ name: 'tap', run: () => tap.close() });
+    tap.workspaces = [...new Set([...many, ...five, one].map((c) => c.workspaceId))];
+    const gatewayEndpoint = await tap.listen('gateway');
+    const aggregatorEndpoint = await tap.listen('aggregator');
+
+    const sim = await startSimulatorProcess(bundles.simulator, bundleEnv({}));
+    steps.push({ name: 'simulator', run: () => sim.stop() });
+    await sim.control('/_sim/default', { model: 'sim-small', behavior: { kind: 'ok' } });
+    const gw = await GatewayProcess.start(
+      bundles.gatewayServer,
+      bundleEnv({
+        SLUICE_STAGE: 'local',
+        SLUICE_TABLE_PREFIX: TABLE_PREFIX,
+        SLUICE_DYNAMODB_ENDPOINT: gatewayEndpoint,
+        SLUICE_SECRET_SOURCE: 'env',
+        SLUICE_LOCAL_UPSTREAM_URL: sim.url,
+        SLUICE_LOCAL_SECRETS_FILE: path.join(tmp, 'secrets.json'),
+        // The per-key request rate is a stage setting; the store map is not measuring it.
+        SLUICE_KEY_RATE_PER_MINUTE: '100000000',
+      }),
+      [],
+    );
+    steps.push({ name: 'gateway', run: () => gw.stop() });
+    log(`DynamoDB Local pid ${db.pid}, simulator pid ${sim.pid}, gateway pid ${gw.pid}; tap ${gatewayEndpoint} (gateway), ${aggregatorEndpoint} (aggregator)`);
+    const target = targetFrom('gateway', `${gw.url}/v1`, plan.concurrency);
+    steps.push({ name: 'agent', run: async () => target.agent.destroy() });
+
+    // The aggregator as deployed, its batches as the deployed mapping's (100 records).
+    const aggregatorDoc = documentClient({ dynamoEndpoint: aggregatorEndpoint });
+    steps.push({ name: 'aggregator client', run: async () => aggregatorDoc.destroy() });
+    const aggregatorBatchSize = 100;
+    const poller = await startStreamPoller({
+      endpoint: db.endpoint,
+      tableName: tableName(TABLE_PREFIX, 'usage'),
+      autoStart: false,
+      batchSize: aggregatorBatchSize,
+      log: () => undefined,
+      handler: (event) => aggregate({ doc: aggregatorDoc, rollupsTable: tableName(TABLE_PREFIX, 'rollups'), writeLine: (l) => log(l) }, event),
+    });
+    steps.push({ name: 'stream poller', run: () => poller.stop() });
+    const settle = async (): Promise<void> => {
+      await gw.idle(60_000);
+      await poller.drain();
+    };
+
+    log('warm-up: every key, a few times (caches, first writes of each window)');
+    const callers = [...many, ...five, one];
+    await bounded(target, callers.length * 3, 16, (i) => callers[i % callers.length] as Caller);
+    await settle();
+    tap.take();
+
+    // --- The three loads, in map mode ----------------------------------------------------------
+    tap.mode = 'map';
+    const loads: LoadMap[] = [];
+    const reported = { agrees: 0, differs: 0, differences: [] as string[] };
+    const runLoad = async (name: string, concurrency: number, pick: (i: number) => Caller): Promise<LoadMap> => {
+      log(`load: ${name}, ${plan.requests} requests at concurrency ${concurrency}`);
+      const run = await bounded(target, plan.requests, concurrency, pick);
+      if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
+      await settle();
+      const { writes, counts } = tap.take();
+      reported.agrees += counts.reportedAgrees;
+      reported.differs += counts.reportedDiffers;
+      reported.differences.push(...counts.differences.slice(0, 5 - reported.differences.length));
+      const map = mapLoad(name, concurrency, run, writes, counts);
+      loads.push(map);
+      return map;
+    };
+    const manyLoad = await runLoad('many workspaces', plan.concurrency, (i) => many[i % many.length] as Caller);
+    const fiveLoad = await runLoad('one workspace, five keys', plan.concurrency, (i) => five[i % five.length] as Caller);
+    const oneLoad = await runLoad('one key', plan.concurrency / 4, () => one);
+
+    // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
+    tap.mode = 'count';
+    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; transactions: number }>();
+    const picks: readonly (readonly [string, (w: number) => Caller])[] = [
+      ['64 workspaces', (w) => many[w % many.length] as Caller],
+      ['one workspace, five keys', (w) => five[w % five.length] as Caller],
+    ];
+    for (let round = 0; round < plan.rounds; round += 1) {
+      // Alternating which side goes first, so neither always meets the machine as the other left it.
+      for (const [name, pick] of round % 2 === 0 ? picks : [...picks].reverse()) {
+        log(`throughput: ${name}, concurrency ${plan.concurrency}, ${plan.sliceMs} ms`);
+        tap.take();
+        const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${pick(w).rawKey}` }));
+        await gw.idle(60_000);
+        const { counts } = tap.take();
+        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, transactions: 0 };
+        sides.set(name, {
+          ok: s.ok + run.ok,
+          failed: s.failed + run.failed,
+          ms: s.ms + run.elapsedMs,
+          conflicts: s.conflicts + (counts.conflicts.gateway ?? 0),
+          overlaps: s.overlaps + (counts.overlaps.gateway ?? 0),
+          transactions: s.transactions + (counts.calls['gateway TransactWriteItems'] ?? 0) + (counts.cancelled.gateway ?? 0),
+        });
+      }
+    }
+    await poller.drain();
+    const conflicts: ConflictSide[] = [...sides].map(([name, s]) => ({
+      name,
+      rps: (s.ok * 1000) / Math.max(1, s.ms),
+      ok: s.ok,
+      failed: s.failed,
+      conflictsPerAdmission: s.conflicts / Math.max(1, s.ok),
+      overlapsPerAdmission: s.overlaps / Math.max(1, s.ok),
+      transactionsPerRequest: s.transactions / Math.max(1, s.ok),
+    }));
+
+    const top = (keys: readonly HotKey[]): HotKey | undefined => keys[0];
+    return {
+      modeledCeilings: { serviceRps: ceilingOf(manyLoad.sharedPartitions), workspaceRps: ceilingOf(fiveLoad.hottestPartitions), keyRps: ceilingOf(oneLoad.hottestPartitions) },
+      modeledItemCeilings: { serviceRps: ceilingOf(manyLoad.sharedItems), workspaceRps: ceilingOf(fiveLoad.hottestItems), keyRps: ceilingOf(oneLoad.hottestItems) },
+      hottestKeys: {
+        service: withTop(top(manyLoad.sharedPartitions), top(manyLoad.sharedItems)),
+        workspace: withTop(top(fiveLoad.hottestPartitions), top(fiveLoad.hottestItems)),
+        key: withTop(top(oneLoad.hottestPartitions), top(oneLoad.hottestItems)),
+      },
+      storeMap: { loads, conflicts, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
+    };
+  } finally {
+    clearTimeout(watchdog);
+    await cleanup();
+  }
+}
+
+function withTop(partition: HotKey | undefined, item: HotKey | undefined): { partition?: HotKey; item?: HotKey } {
+  return { ...(partition === undefined ? {} : { partition }), ...(item === undefined ? {} : { item }) };
+}
+
+const r1 = (v: number): string => (Math.round(v * 100) / 100).toString();
+const rps = (v: number | null): string => (v === null ? 'none binds' : `${v.toLocaleString('en-US')} req/s`);
+
+/** The store map as text. */
+export function renderStoreMap(r: StoreMapResult): string {
+  const lines: string[] = [];
+  const c = r.modeledCeilings;
+  const i = r.modeledItemCeilings;
+  lines.push('store write map: modelled ceilings (1,000 write units/s / units per request on the hottest key)');
+  lines.push(`  whole service  partition ${rps(c.serviceRps).padEnd(16)} item ${rps(i.serviceRps)}   (keys written by many workspaces' requests)`);
+  lines.push(`  one workspace  partition ${rps(c.workspaceRps).padEnd(16)} item ${rps(i.workspaceRps)}`);
+  lines.push(`  one key        partition ${rps(c.keyRps).padEnd(16)} item ${rps(i.keyRps)}`);
+  const hot = (h: HotKey): string => `${h.key}  ${r1(h.unitsPerRequest)} u/req -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s  [${h.sources.join(', ')}; ${h.workspaces} ws]`;
+  for (const load of r.storeMap.loads) {
+    lines.push('');
+    lines.push(`load: ${load.name} (concurrency ${load.concurrency}, ${load.requests} requests${load.failed > 0 ? `, ${load.failed} failed` : ''})`);
+    for (const [source, p] of Object.entries(load.perRequest)) lines.push(`  ${source.padEnd(10)} per request: ${r1(p.calls)} write calls, ${r1(p.writes)} items written, ${r1(p.units)} write units`);
+    lines.push(`  transactions cancelled by conflict per request: ${r1(load.conflictsPerRequest)}`);
+    lines.push('  hottest partition key values:');
+    for (const h of load.hottestPartitions) lines.push(`    ${hot(h)}`);
+    lines.push('  hottest items:');
+    for (const h of load.hottestItems) lines.push(`    ${hot(h)}`);
+    if (load.name === 'many workspaces') {
+      lines.push('  written by more than one workspace (partition / item):');
+      for (const h of [...load.sharedPartitions.slice(0, 2), ...load.sharedItems.slice(0, 2)]) lines.push(`    ${hot(h)}`);
+    }
+  }
+  lines.push('');
+  lines.push('locally, concurrency 64: throughput and conflicts (gateway transactions through the tap; DynamoDB Local never');
+  lines.push('  cancels for a conflict, so "overlapping" counts transactions sent while another unanswered one held one of their items)');
+  for (const s of r.storeMap.conflicts) {
+    lines.push(`  ${s.name.padEnd(26)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item; transactions per request ${r1(s.transactionsPerRequest)}`);
+  }
+  lines.push(`reported capacity (DynamoDB Local) equal to the computed figure on ${r.storeMap.reportedCapacity.agrees} of ${r.storeMap.reportedCapacity.agrees + r.storeMap.reportedCapacity.differs} write calls`);
+  for (const d of r.storeMap.reportedCapacity.differences) lines.push(`  differs: ${d}`);
+  return lines.join('\n');
+}
+
+/** Merges the store map into `bench-results/bench.json`, keeping whatever else the file holds. */
+export function writeStoreMap(r: StoreMapResult, outDir = path.join(REPO_ROOT, 'bench-results')): string {
+  mkdirSync(outDir, { recursive: true });
+  const file = path.join(outDir, 'bench.json');
+  let existing: Record<string, unknown> = {};
+  if (existsSync(file)) {
+    try {
+      existing = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    } catch {
+      existing = {};
+    }
+  }
+  const round = (_k: string, v: unknown): unknown => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1000) / 1000 : v);
+  writeFileSync(file, `${JSON.stringify({ ...existing, ...r }, round, 2)}\n`);
+  return file;
+}
+
+/** `npm run bench -- --store-map-only` and `npx tsx bench/store-map.ts`: run, print, merge into bench.json. */
+export async function storeMapMain(argv: readonly string[]): Promise<void> {
+  const quick = argv.includes('--quick');
+  const result = await runStoreMap({ quick });
+  process.stdout.write(`${renderStoreMap(result)}\n`);
+  log(`merged into ${path.relative(process.cwd(), writeStoreMap(result))}`);
+}
+
+if (require.main === module) {
+  storeMapMain(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`[store-map] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

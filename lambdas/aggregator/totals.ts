@@ -1,0 +1,110 @@
+/**
+ * The aggregator's arithmetic, pure: which totals items a usage row adds to, a batch's rows
+ * summed per item, and a batch cut into transactions that DynamoDB accepts. No store, no clock.
+ */
+import { dayId, monthId } from '../core/windows';
+import type { Outcome } from '../shared/records';
+import { MAX_TRANSACT_ITEMS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from './rollup-store';
+
+/** The fields of a usage row the totals need, checked. */
+export interface UsageFacts {
+  readonly workspaceId: string;
+  readonly requestId: string;
+  readonly keyId: string;
+  /** The model that served, or the one the request named when none did. */
+  readonly model: string;
+  readonly outcome: Outcome;
+  readonly byok: boolean;
+  readonly startedAt: number;
+  readonly inputTokens: number;
+  readonly cachedInputTokens: number;
+  readonly outputTokens: number;
+  readonly reasoningTokens: number;
+  readonly chargeMicros: number;
+  readonly uncollectedMicros: number;
+}
+
+/** Where a row is added: its day and month, each overall, by key and by model. */
+interface Target {
+  readonly period: RollupPeriod;
+  readonly periodId: string;
+  readonly sk: string;
+}
+
+function targets(u: UsageFacts): Target[] {
+  const out: Target[] = [];
+  for (const [period, periodId] of [
+    ['day', dayId(u.startedAt)],
+    ['month', monthId(u.startedAt)],
+  ] as const) {
+    for (const sk of [ROLLUP_SK.all, ROLLUP_SK.key(u.keyId), ROLLUP_SK.model(u.model)]) out.push({ period, periodId, sk });
+  }
+  return out;
+}
+
+/** Items a row adds to: the six totals of its workspace's day and month. */
+export const ITEMS_PER_ROW = 6;
+
+const itemId = (workspaceId: string, t: Target): string => `${workspaceId}\u0000${t.period}\u0000${t.periodId}\u0000${t.sk}`;
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** The rows summed per totals item, in the order each item is first met. */
+export function sumRows(rows: readonly UsageFacts[]): RollupDelta[] {
+  const byItem = new Map<string, Mutable<RollupDelta> & { outcomes: Partial<Record<Outcome, number>> }>();
+  for (const u of rows) {
+    for (const t of targets(u)) {
+      const id = itemId(u.workspaceId, t);
+      let d = byItem.get(id);
+      if (d === undefined) {
+        d = {
+          workspaceId: u.workspaceId,
+          ...t,
+          requests: 0,
+          byokRequests: 0,
+          inputTokens: 0,
+          cachedInputTokens: 0,
+          outputTokens: 0,
+          reasoningTokens: 0,
+          chargeMicros: 0,
+          uncollectedMicros: 0,
+          outcomes: {},
+        };
+        byItem.set(id, d);
+      }
+      d.requests += 1;
+      d.byokRequests += u.byok ? 1 : 0;
+      d.inputTokens += u.inputTokens;
+      d.cachedInputTokens += u.cachedInputTokens;
+      d.outputTokens += u.outputTokens;
+      d.reasoningTokens += u.reasoningTokens;
+      d.chargeMicros += u.chargeMicros;
+      d.uncollectedMicros += u.uncollectedMicros;
+      d.outcomes[u.outcome] = (d.outcomes[u.outcome] ?? 0) + 1;
+    }
+  }
+  return [...byItem.values()];
+}
+
+/**
+ * Cuts rows, in order, into runs whose transaction (one marker per row plus one update per
+ * distinct totals item) fits in {@link MAX_TRANSACT_ITEMS}. A run of one workspace's day holds up
+ * to 100 − 2 × (1 + keys + models) rows.
+ */
+export function chunkRows<T extends { readonly facts: UsageFacts }>(rows: readonly T[], limit = MAX_TRANSACT_ITEMS): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
+  let items = new Set<string>();
+  for (const row of rows) {
+    const ids = targets(row.facts).map((t) => itemId(row.facts.workspaceId, t));
+    const union = new Set([...items, ...ids]);
+    if (current.length > 0 && current.length + 1 + union.size > limit) {
+      chunks.push(current);
+      current = [];
+      items = new Set(ids);
+    } else items = union;
+    current.push(row);
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
