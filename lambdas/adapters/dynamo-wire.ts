@@ -13,7 +13,7 @@
  *   lost reply cannot apply a transaction twice;
  * - the SDK's retries: up to 4 attempts (its figure for DynamoDB) on network errors, 5xx and
  *   throttling, with jittered exponential backoff; unlike the SDK (no timeout by default), each
- *   attempt is limited (2 s) and so is the whole call (5 s), so a store that stops answering is
+ *   attempt is limited (5 s) and so is the whole call (10 s), so a store that stops answering is
  *   a prompt `503 balance_unavailable`, not a request hanging to the function's timeout;
  * - credentials, region and endpoint from the SDK's own providers (resolved by the caller).
  * What it leaves out: clock-skew correction (Lambda's clock is synced), endpoint discovery and
@@ -57,23 +57,24 @@ export interface DynamoWireOptions {
   /** @default 4 (what the SDK allows DynamoDB calls) */
   readonly maxAttempts?: number;
   /**
-   * One attempt's limit, from sending to the whole reply. DynamoDB answers in milliseconds; an
-   * attempt this slow is a store that stopped answering (a paused process, a lost connection).
-   * @default 2000
+   * One attempt's limit, from the moment it has a connection to the whole reply. DynamoDB answers
+   * in milliseconds; an attempt this slow is a store that stopped answering (a paused process, a
+   * lost connection). @default 5000
    */
   readonly attemptTimeoutMs?: number;
   /**
    * The whole call's limit, attempts and backoff together: a store that does not answer costs a
    * request this long at most before the caller refuses it (`503 balance_unavailable`), instead
-   * of hanging. A retry that could not finish in what is left is not started. @default 5000
+   * of hanging. A retry that could not finish in what is left is not started; time spent waiting
+   * for a pooled connection counts. @default 10000
    */
   readonly callBudgetMs?: number;
 }
 
 /** The default {@link DynamoWireOptions.callBudgetMs}: the longest a store call may take. */
-export const DEFAULT_CALL_BUDGET_MS = 5_000;
+export const DEFAULT_CALL_BUDGET_MS = 10_000;
 /** The default {@link DynamoWireOptions.attemptTimeoutMs}. */
-export const DEFAULT_ATTEMPT_TIMEOUT_MS = 2_000;
+export const DEFAULT_ATTEMPT_TIMEOUT_MS = 5_000;
 
 /** An error from DynamoDB, shaped as the SDK shapes it (`name`, `$fault`, `CancellationReasons`). */
 export class DynamoWireError extends Error {
@@ -256,7 +257,7 @@ export class DynamoWire implements DocumentSender {
       let reply: RawReply;
       try {
         const headers = this.signer.sign(target, body, await this.options.credentials(), new Date());
-        reply = await this.post(headers, body, Math.max(1, Math.min(this.attemptTimeoutMs, deadline - Date.now())));
+        reply = await this.post(headers, body, deadline);
       } catch (err) {
         if (isRetryableNetwork(err) && (await retryAfterBackoff(attempt, false))) continue;
         throw err;
@@ -269,7 +270,7 @@ export class DynamoWire implements DocumentSender {
     }
   }
 
-  private post(headers: Record<string, string>, body: Buffer, timeoutMs: number): Promise<RawReply> {
+  private post(headers: Record<string, string>, body: Buffer, deadline: number): Promise<RawReply> {
     this.requests += 1;
     return new Promise<RawReply>((resolve, reject) => {
       const req = this.transport.request(
@@ -286,17 +287,27 @@ export class DynamoWire implements DocumentSender {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => {
-            clearTimeout(timer);
+            timer.clear();
             resolve({ status: res.statusCode ?? 0, body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) });
           });
           res.on('error', reject);
         },
       );
-      // From sending to the whole reply, not an idle timeout: a store that trickles is as stuck as
-      // one that is silent. The socket goes with the request (it may still get the late reply).
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' })), timeoutMs);
+      // Two limits, neither an idle timeout (a store that trickles is as stuck as one that is
+      // silent): the attempt's own, from when it has a connection (waiting in the pool behind
+      // other calls is not the store being stuck), and the call's budget, from its start. The
+      // socket goes with the request (it may still get the late reply).
+      const late = (): void => {
+        req.destroy(Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' }));
+      };
+      let attemptTimer: NodeJS.Timeout | undefined;
+      const budgetTimer = setTimeout(late, Math.max(1, deadline - Date.now()));
+      req.once('socket', () => {
+        attemptTimer = setTimeout(late, this.attemptTimeoutMs);
+      });
+      const timer = { clear: (): void => (clearTimeout(budgetTimer), clearTimeout(attemptTimer)) };
       req.on('error', (err) => {
-        clearTimeout(timer);
+        timer.clear();
         reject(err);
       });
       req.end(body);

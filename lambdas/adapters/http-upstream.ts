@@ -3,19 +3,23 @@
  * the relay consumes chunk by chunk, so nothing is buffered beyond what the client has not read.
  *
  * A pooled connection can be closed by the provider just as it is reused (its idle timeout fired
- * while the request was on its way). The request then fails with a reset before any byte of an
- * answer, and the provider never read it, since it had closed the connection: that one case is
- * sent again, once, on a fresh connection. Nothing else is retried here, so no request reaches a
- * provider twice unless none of it was taken the first time.
+ * while the request was on its way). Two things keep that from failing a request without ever
+ * sending one twice: idle pooled connections are closed by this side first (after
+ * `idleSocketMs`, under the 5 s idle timeout of Node-based servers and well under the usual
+ * providers'), and a request whose write the kernel refused outright (EPIPE on a reused socket,
+ * before any byte of an answer: nothing reached the provider) is sent again, once, on a fresh
+ * connection. A reset after the request went out is not retried here: the provider may have read
+ * it, and a route moves on to its next model instead.
  */
 import http from 'node:http';
 import https from 'node:https';
 import type { Upstream, UpstreamRequest, UpstreamResponse } from '../gateway/ports';
 
-const agentOptions = { keepAlive: true, keepAliveMsecs: 30_000, maxSockets: 256 };
+/** Idle pooled connections are closed after this long, before the provider's side closes them. */
+export const DEFAULT_IDLE_SOCKET_MS = 4_000;
 
-/** Errors of a connection the peer had already closed when it was written to. */
-const CLOSED_AT_REUSE = new Set(['ECONNRESET', 'EPIPE']);
+/** The kernel refused the write: the peer had already closed, so nothing of the request left. */
+const CLOSED_AT_REUSE = new Set(['EPIPE']);
 
 /** How a failed attempt can be told apart from one the provider may have seen. */
 export function closedAtReuse(err: unknown, reusedSocket: boolean, answered: boolean): boolean {
@@ -24,8 +28,16 @@ export function closedAtReuse(err: unknown, reusedSocket: boolean, answered: boo
 }
 
 export class HttpUpstream implements Upstream {
-  private readonly httpAgent = new http.Agent(agentOptions);
-  private readonly httpsAgent = new https.Agent(agentOptions);
+  private readonly httpAgent: http.Agent;
+  private readonly httpsAgent: https.Agent;
+
+  /** @param idleSocketMs how long a pooled connection may sit idle before this side closes it */
+  constructor(idleSocketMs = DEFAULT_IDLE_SOCKET_MS) {
+    // The agent's `timeout` ends sockets idle in its free pool; a socket in use is left alone.
+    const agentOptions = { keepAlive: true, keepAliveMsecs: 30_000, maxSockets: 256, timeout: idleSocketMs };
+    this.httpAgent = new http.Agent(agentOptions);
+    this.httpsAgent = new https.Agent(agentOptions);
+  }
   /** Requests sent again on a fresh connection after their pooled one was found closed. */
   resent = 0;
 

@@ -1,8 +1,9 @@
 /**
- * A provider that closes an idle keep-alive connection just as it is reused (issue 14, item 4):
- * the request is sent again once, on a fresh connection, and succeeds; the provider reads every
- * request exactly once. A reset after the provider began answering, or on a connection that was
- * not reused, is not retried.
+ * Pooled provider connections (issue 14, item 4): idle ones are closed by this side before the
+ * provider's idle timeout can close them under a request, so reuse never meets a closed
+ * connection; a reset after the request went out (the provider may have read it) is not sent
+ * again, so no request reaches a provider twice; only a write the kernel refused (EPIPE: nothing
+ * left) is.
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +14,7 @@ import { HttpUpstream, closedAtReuse } from '../../lambdas/adapters/http-upstrea
  * arriving on a connection: `reset` drops the connection the moment its bytes arrive (unread, as
  * a server whose idle timeout just fired), `answer-then-reset` sends a status line and resets.
  */
-async function provider(onSecond: 'reset' | 'answer-then-reset' | 'serve'): Promise<{ port: number; read: string[]; connections: number; close(): Promise<void> }> {
+async function provider(onSecond: 'reset' | 'answer-then-reset' | 'serve', idleCloseMs?: number): Promise<{ port: number; read: string[]; connections: number; close(): Promise<void> }> {
   const read: string[] = [];
   const state = { connections: 0 };
   const sockets = new Set<net.Socket>();
@@ -24,7 +25,17 @@ async function provider(onSecond: 'reset' | 'answer-then-reset' | 'serve'): Prom
     socket.on('error', () => undefined);
     let seen = 0;
     let buffered = '';
+    // A server's keep-alive timeout: an idle connection is closed after this long.
+    let idle: NodeJS.Timeout | undefined;
+    const armIdle = (): void => {
+      if (idleCloseMs === undefined) return;
+      clearTimeout(idle);
+      idle = setTimeout(() => socket.end(), idleCloseMs);
+    };
+    armIdle();
+    socket.on('close', () => clearTimeout(idle));
     socket.on('data', (d: Buffer) => {
+      clearTimeout(idle);
       buffered += d.toString('latin1');
       for (;;) {
         const head = buffered.indexOf('\r\n\r\n');
@@ -44,7 +55,7 @@ async function provider(onSecond: 'reset' | 'answer-then-reset' | 'serve'): Prom
           return;
         }
         const reply = JSON.stringify({ echo: body });
-        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: keep-alive\r\ncontent-length: ${reply.length}\r\n\r\n${reply}`);
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: keep-alive\r\ncontent-length: ${reply.length}\r\n\r\n${reply}`, armIdle);
       }
     });
   });
@@ -63,6 +74,8 @@ async function provider(onSecond: 'reset' | 'answer-then-reset' | 'serve'): Prom
   };
 }
 
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 async function call(upstream: HttpUpstream, port: number, body: string): Promise<{ status: number; text: string }> {
   const res = await upstream.send({
     url: `http://127.0.0.1:${port}/v1/chat/completions`,
@@ -75,15 +88,32 @@ async function call(upstream: HttpUpstream, port: number, body: string): Promise
   return { status: res.status, text: Buffer.concat(chunks).toString('utf8') };
 }
 
-it('a pooled connection closed at reuse: sent again once on a fresh connection, read once', async () => {
+it('an idle pooled connection is closed by this side before the provider closes it, so reuse never meets a closed one', async () => {
+  const p = await provider('serve', 300);
+  const upstream = new HttpUpstream(150);
+  try {
+    for (let i = 0; i < 4; i += 1) {
+      expect((await call(upstream, p.port, `{"n":${i}}`)).status).toBe(200);
+      // Past our idle limit, just short of (and then past) the provider's.
+      await sleep(i % 2 === 0 ? 250 : 350);
+    }
+    expect(p.read).toEqual(['{"n":0}', '{"n":1}', '{"n":2}', '{"n":3}']);
+    expect(p.connections).toBe(4);
+    expect(upstream.resent).toBe(0);
+  } finally {
+    upstream.close();
+    await p.close();
+  }
+});
+
+it('a connection reset after the request went out is not sent again: the provider may have read it', async () => {
   const p = await provider('reset');
   const upstream = new HttpUpstream();
   try {
-    expect(await call(upstream, p.port, '{"n":1}')).toEqual({ status: 200, text: '{"echo":"{\\"n\\":1}"}' });
-    expect(await call(upstream, p.port, '{"n":2}')).toEqual({ status: 200, text: '{"echo":"{\\"n\\":2}"}' });
-    expect(p.read).toEqual(['{"n":1}', '{"n":2}']);
-    expect(p.connections).toBe(2);
-    expect(upstream.resent).toBe(1);
+    await call(upstream, p.port, '{"n":1}');
+    await expect(call(upstream, p.port, '{"n":2}')).rejects.toMatchObject({ code: 'ECONNRESET' });
+    expect(p.connections).toBe(1);
+    expect(upstream.resent).toBe(0);
   } finally {
     upstream.close();
     await p.close();
@@ -120,7 +150,7 @@ it('a reused connection that keeps working is reused, not replaced', async () =>
 describe('closedAtReuse', () => {
   const reset = Object.assign(new Error('x'), { code: 'ECONNRESET' });
   it.each([
-    ['reset on a reused socket before an answer', reset, true, false, true],
+    ['reset on a reused socket before an answer (the provider may have read it)', reset, true, false, false],
     ['EPIPE on a reused socket before an answer', Object.assign(new Error('x'), { code: 'EPIPE' }), true, false, true],
     ['reset on a fresh socket', reset, false, false, false],
     ['reset after an answer began', reset, true, true, false],
