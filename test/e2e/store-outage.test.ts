@@ -84,7 +84,7 @@ it('paused (SIGSTOP): 503 balance_unavailable within the call budget, then servi
   expect(after.spentMicros).toBeGreaterThan(before.spentMicros);
   // One row per admitted request: the two refusals held nothing and left none.
   expect(await stack.usageRows()).toHaveLength(2);
-  console.log(`store paused: balance_unavailable after ${waits.join(' / ')} ms`);
+  process.stdout.write(`store paused: balance_unavailable after ${waits.join(' / ')} ms\n`);
 });
 
 it('refusing connections: 503 at once; a settlement that could not be written is completed by the sweeper', async () => {
@@ -145,5 +145,5 @@ it('refusing connections: 503 at once; a settlement that could not be written is
   await ask();
   await stack.settled();
   expectInvariant(await stack.balance());
-  console.log(`store refusing connections: balance_unavailable after ${refusedAfter} ms`);
+  process.stdout.write(`store refusing connections: balance_unavailable after ${refusedAfter} ms\n`);
 });
