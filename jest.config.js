@@ -8,7 +8,10 @@ module.exports = {
   transform: {
     // Type checking is `tsc --noEmit` in `npm test`; jest only transpiles.
     '^.+\\.ts$': ['ts-jest', { diagnostics: false }],
+    // ESM-only dependencies (@middy/core 6) become CommonJS for Jest 29.
+    '^.+/node_modules/@middy/.+\\.js$': '<rootDir>/test/support/esm-transform.js',
   },
+  transformIgnorePatterns: ['/node_modules/(?!@middy/)'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 30000,

@@ -33,7 +33,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
   const bareRelay = path.join(dir, 'bare-relay.js');
   const common = { bundle: true, platform: 'node', format: 'cjs', logLevel: 'error', absWorkingDir: REPO_ROOT } as const;
   await Promise.all([
-    // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* and gpt-tokenizer external.
+    // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* and gpt-tokenizer external, ES modules first.
     build({
       ...common,
       entryPoints: [path.join(REPO_ROOT, 'lambdas/gateway/handler.ts')],
@@ -44,6 +44,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
       target: 'node22',
       // As lib/sluice-function.ts: the tokenizer ships beside the bundle, loaded only when needed.
       external: ['@aws-sdk/*', 'gpt-tokenizer'],
+      mainFields: ['module', 'main'],
     }),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'local/lambda-shim.ts')], outfile: shim, target: 'node20' }),
     build({
@@ -53,6 +54,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
       target: 'node20',
       sourcemap: true,
       external: ['@aws-sdk/*'],
+      mainFields: ['module', 'main'],
     }),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'local/simulator/main.ts')], outfile: simulator, target: 'node20' }),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'bench/bare-relay.ts')], outfile: bareRelay, target: 'node20' }),

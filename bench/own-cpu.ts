@@ -10,16 +10,16 @@
  * per request mostly measures the machine. This figure is the part the code controls. It does not
  * replace the process figure; the benchmark reports both.
  */
-import { Readable } from 'node:stream';
-import { loadCatalogFiles } from '../cli/ops/catalog';
+import { Writable } from 'node:stream';
+import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import { EmfTelemetry } from '../lambdas/adapters/emf-telemetry';
-import { hashKey } from '../lambdas/core/api-key';
-import { Gateway, type GatewayRequest } from '../lambdas/gateway/app';
-import type { AdmitRequest, Catalog, Ledger, ResponseSink, Upstream, UpstreamRequest } from '../lambdas/gateway/ports';
-import { loadConfig } from '../lambdas/shared/config';
-import type { HoldRecord, KeyRecord, WorkspaceRecord } from '../lambdas/shared/records';
+import { SseRelay } from '../lambdas/core/sse';
+import { ensureStreamingRuntime, streamingHandler } from '../lambdas/gateway/streaming';
+import { eventToRequest, lambdaSink, type AwsLambdaRuntime } from '../lambdas/gateway/wiring';
+import type { Gateway } from '../lambdas/gateway/app';
+import type { GatewayRequest, ResponseSink } from '../lambdas/gateway/ports';
+import { RAW_KEY, memoryGateway } from '../test/support/memory-ports';
 
-const RAW_KEY = `slc_dev_${'a'.repeat(43)}`;
 const MODEL = 'local/sim-small';
 
 export interface OwnCpu {
@@ -31,6 +31,15 @@ export interface OwnCpu {
   readonly perShortStreamUs: number;
   readonly requests: number;
   readonly framesPerLongStream: number;
+  /** Through the deployed handler shape: the `@middy/core` streaming handler, and the plain `streamifyResponse` handler it replaced. */
+  readonly handler: {
+    readonly middyPerRequestUs: number;
+    readonly plainPerRequestUs: number;
+    readonly middyPerChunkUs: number;
+    readonly plainPerChunkUs: number;
+  };
+  /** Per chunk with the relay's byte scan turned off, so every frame is decoded and `JSON.parse`d (the relay before `sse-scan.ts`). */
+  readonly perChunkNoScanUs: number;
 }
 
 function chatBody(stream: boolean): Buffer {
@@ -94,59 +103,40 @@ function nullSink(): ResponseSink & { bytes: number; status: number } {
   return sink;
 }
 
-function gatewayInMemory(reply: { current: () => Readable; stream: boolean }): Gateway {
-  const now = Date.now();
-  const key: KeyRecord = { keyHash: hashKey(RAW_KEY), keyId: 'key_own', workspaceId: 'ws_own', visible: 'slc_dev_…aaaa', createdAt: now };
-  const workspace: WorkspaceRecord = { pk: 'ws_own', sk: 'META', workspaceId: 'ws_own', name: 'own', createdAt: now, paused: false };
-  const { providers, models } = loadCatalogFiles();
-  const catalog: Catalog = {
-    model: (id) => Promise.resolve(models.find((m) => m.id === id)),
-    models: () => Promise.resolve(models),
-    provider: (name) => Promise.resolve(providers.find((p) => p.name === name)),
-    providers: () => Promise.resolve(providers),
-  };
-  const ledger: Ledger = {
-    admit: (r: AdmitRequest) => {
-      const hold: HoldRecord = {
-        holdId: r.holdId,
-        workspaceId: r.workspaceId,
-        keyId: r.keyId,
-        family: r.family,
-        requestedModel: r.requestedModel,
-        amountMicros: r.amountMicros,
-        inputMicros: r.inputMicros,
-        windows: ['KEYWIN#key_own#m', 'WSMONTH#m'],
-        byok: r.byok,
-        createdAt: r.now,
-        expiresAt: r.expiresAt,
-        open: '1',
-        ttl: 0,
-      };
-      return Promise.resolve({ admitted: true, hold });
+/** A Lambda response stream that counts and discards what it is given. */
+function discard(): Writable & { bytes: number; setContentType(type: string): void } {
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      stream.bytes += chunk.length;
+      done();
     },
-    settle: () => Promise.resolve(true),
-    extend: () => Promise.resolve(true),
-    countRequest: () => Promise.resolve({}),
-  };
-  const upstream: Upstream = {
-    send: (_r: UpstreamRequest) =>
-      Promise.resolve({ status: 200, headers: { 'content-type': reply.stream ? 'text/event-stream' : 'application/json' }, body: reply.current() }),
-  };
-  let id = 0;
-  return new Gateway({
-    config: loadConfig({ SLUICE_STAGE: 'bench', SLUICE_KEY_RATE_PER_MINUTE: '100000000' }),
-    keys: { findByHash: (h) => Promise.resolve(h === key.keyHash ? key : undefined) },
-    workspaces: { workspace: () => Promise.resolve(workspace), member: () => Promise.resolve(undefined), profile: () => Promise.resolve(undefined) },
-    catalog,
-    secrets: { get: () => Promise.resolve('sk-provider-key') },
-    ledger,
-    upstream,
-    // The EMF line is built as deployed; only its write (a syscall) is left out.
+  }) as Writable & { bytes: number; setContentType(type: string): void };
+  stream.bytes = 0;
+  stream.setContentType = () => undefined;
+  return stream;
+}
+
+/** A Function URL event for a chat request. */
+function functionUrlEvent(body: Buffer): APIGatewayProxyEventV2 {
+  return {
+    version: '2.0',
+    routeKey: '$default',
+    rawPath: '/v1/chat/completions',
+    rawQueryString: '',
+    headers: { authorization: `Bearer ${RAW_KEY}`, 'content-type': 'application/json' },
+    requestContext: { http: { method: 'POST', path: '/v1/chat/completions', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'bench' } },
+    body: body.toString('utf8'),
+    isBase64Encoded: false,
+  } as unknown as APIGatewayProxyEventV2;
+}
+
+/** The real gateway on the in-memory ports of `test/support/memory-ports.ts`; the EMF line is built as deployed, only its write is left out. */
+function gatewayInMemory(reply: { chunks: readonly Buffer[] }): Gateway {
+  return memoryGateway({
     telemetry: new EmfTelemetry('bench', () => undefined),
-    env: { SLUICE_LOCAL_UPSTREAM_URL: 'http://127.0.0.1:9/v1' },
-    clock: Date.now,
-    newId: () => `own${(id += 1)}`,
-  });
+    replies: () => ({ status: 200, chunks: reply.chunks }),
+    record: false,
+  }).gateway;
 }
 
 async function cpuOf(n: number, serve: () => Promise<void>): Promise<number> {
@@ -158,7 +148,7 @@ async function cpuOf(n: number, serve: () => Promise<void>): Promise<number> {
 
 /** Serves `requests` non-streamed requests and streams of two lengths after a warm-up. */
 export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
-  const reply = { current: (): Readable => Readable.from([completion()]), stream: false };
+  const reply = { chunks: [completion()] as readonly Buffer[] };
   const gateway = gatewayInMemory(reply);
   const headers = { authorization: `Bearer ${RAW_KEY}`, 'content-type': 'application/json' };
   const request = (stream: boolean): GatewayRequest => ({ method: 'POST', path: '/v1/chat/completions', headers, body: chatBody(stream), traceId: 't' });
@@ -169,8 +159,7 @@ export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
   };
 
   const nonStreamed = async (): Promise<void> => {
-    reply.stream = false;
-    reply.current = () => Readable.from([completion()]);
+    reply.chunks = [completion()];
     await serve(false, 100);
   };
   const LONG = 200;
@@ -181,8 +170,7 @@ export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
     // The injected usage frame is withheld from the client; every other byte reaches it.
     const least = frames.slice(0, -2).reduce((n, f) => n + f.length, 0);
     return async (): Promise<void> => {
-      reply.stream = true;
-      reply.current = () => Readable.from(frames);
+      reply.chunks = frames;
       await serve(true, least);
     };
   };
@@ -195,12 +183,54 @@ export async function measureOwnCpu(requests: number): Promise<OwnCpu> {
   const streams = Math.max(50, Math.floor(requests / 10));
   const longUs = await cpuOf(streams, streamed(longFrames));
   const shortUs = await cpuOf(streams, streamed(shortFrames));
+  const perChunk = (long: number, short: number): number => (long - short) / (longFrames.length - shortFrames.length);
+
+  // The scan's worth: the same streams with every frame decoded and parsed in full.
+  const relay = SseRelay.prototype as unknown as { quick: (frame: Buffer) => Buffer | null };
+  const quick = relay.quick;
+  relay.quick = () => null;
+  let perChunkNoScanUs: number;
+  try {
+    for (let i = 0; i < 100; i += 1) await streamed(longFrames)();
+    perChunkNoScanUs = perChunk(await cpuOf(streams, streamed(longFrames)), await cpuOf(streams, streamed(shortFrames)));
+  } finally {
+    relay.quick = quick;
+  }
+
+  // middy's cost: the same requests through the handler as deployed, against the plain
+  // `streamifyResponse` handler it replaced, both over a response stream that discards bytes.
+  ensureStreamingRuntime();
+  const runtime = (globalThis as unknown as { awslambda: AwsLambdaRuntime }).awslambda;
+  const middyHandler = streamingHandler(gateway);
+  const plainHandler = async (event: APIGatewayProxyEventV2, stream: Writable, context: Context): Promise<void> => {
+    await gateway.serve(eventToRequest(event, context.awsRequestId), lambdaSink(runtime, stream));
+  };
+  const context = { awsRequestId: 'bench' } as Context;
+  const viaHandler = (handler: (e: APIGatewayProxyEventV2, s: Writable, c: Context) => Promise<void>, stream: boolean, frames?: Buffer[]) => async (): Promise<void> => {
+    reply.chunks = frames ?? [completion()];
+    const sinkStream = discard();
+    await handler(functionUrlEvent(chatBody(stream)), sinkStream, context);
+    if (sinkStream.bytes < 100) throw new Error(`the ${handler === plainHandler ? 'plain' : 'middy'} handler wrote ${sinkStream.bytes} bytes`);
+  };
+  for (const h of [middyHandler, plainHandler]) {
+    for (let i = 0; i < 1_000; i += 1) await viaHandler(h, false)();
+    for (let i = 0; i < 100; i += 1) await viaHandler(h, true, longFrames)();
+  }
+  const handlerFigures = async (h: typeof plainHandler): Promise<{ req: number; chunk: number }> => ({
+    req: await cpuOf(requests, viaHandler(h, false)),
+    chunk: perChunk(await cpuOf(streams, viaHandler(h, true, longFrames)), await cpuOf(streams, viaHandler(h, true, shortFrames))),
+  });
+  const middy = await handlerFigures(middyHandler);
+  const plain = await handlerFigures(plainHandler);
+
   return {
     perRequestUs,
-    perChunkUs: (longUs - shortUs) / (longFrames.length - shortFrames.length),
+    perChunkUs: perChunk(longUs, shortUs),
     perShortStreamUs: shortUs,
     requests,
     framesPerLongStream: longFrames.length,
+    handler: { middyPerRequestUs: middy.req, plainPerRequestUs: plain.req, middyPerChunkUs: middy.chunk, plainPerChunkUs: plain.chunk },
+    perChunkNoScanUs,
   };
 }
 

@@ -134,13 +134,8 @@ export class SecretStoreMissingError extends AdminError {
   }
 }
 
-/** A catalog or provider entry failed validation; the message names the file and the entry. */
-export class CatalogValidationError extends AdminError {
-  constructor(message: string) {
-    super('catalog_invalid', message);
-    this.name = 'CatalogValidationError';
-  }
-}
+/** A catalog or provider entry failed validation: defined with the catalog, under `lambdas/catalog/`. */
+export { CatalogValidationError } from '../lambdas/catalog/errors';
 
 /** Concurrent writers kept winning; the operation gave up rather than loop forever. */
 export class ConcurrentUpdateError extends AdminError {

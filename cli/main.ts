@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import type { CommandIo, Outcome } from './commands';
 import { COMMANDS } from './commands';
 import { runUsage } from './commands/usage';
-import { AdminError } from './errors';
+import { AdminError, CatalogValidationError } from './errors';
 import { LOCAL_STATE_ENV } from './paths';
 import { resolveTarget } from './target';
 
@@ -153,7 +153,7 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
     print(io, json, outcome);
     return 0;
   } catch (err) {
-    if (err instanceof AdminError) return fail(io, json, err.code, err.message);
+    if (err instanceof AdminError || err instanceof CatalogValidationError) return fail(io, json, err.code, err.message);
     const e = err instanceof Error ? err : new Error(String(err));
     // AWS errors carry a name worth showing (ResourceNotFoundException: the stage has no tables).
     return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);

@@ -1,54 +1,35 @@
 /**
  * Argument checks and money conversions shared by the admin operations. Pure: no SDK, no I/O.
  */
+import { MAX_MODEL_ID_LENGTH } from '../lambdas/core/model-id';
+import { InvalidPinnedIdError } from '../lambdas/catalog/errors';
+import { RESERVED_PROVIDER_NAMES, isModelFieldShaped, isProviderName, parsePinnedId as parsePinned } from '../lambdas/catalog/ids';
 import { ValidationError } from './errors';
 
 /** Micro-units per minor unit: the ledger counts millionths of a cent. */
 export const MICROS_PER_MINOR = 1_000_000;
 
-/** SPEC: a model field is at most 128 characters of letters, digits and `.` `_` `:` `/` `@` `-`. */
-export const MODEL_ID_MAX = 128;
-const MODEL_ID_CHARS = /^[A-Za-z0-9._:/@-]+$/;
+/** SPEC: a model field is at most 128 characters (its home is the runtime's `core/model-id.ts`). */
+export const MODEL_ID_MAX = MAX_MODEL_ID_LENGTH;
 
 /** Routing-profile identifiers: lower case, digits, `.`, `_`, `-` (they follow `profile/` in a model field). */
 const PROFILE_IDENTIFIER = /^[a-z0-9._-]+$/;
 /** Longest identifier whose slug `profile/<identifier>` still fits SPEC's 128 characters. */
 export const PROFILE_IDENTIFIER_MAX = MODEL_ID_MAX - 'profile/'.length;
 
-/** Provider names: they are the part of a model id before the first slash. */
-const PROVIDER_NAME = /^[a-z0-9][a-z0-9._-]*$/;
-/** Prefixes the gateway reads as routes, so no provider may be called by them. */
-export const RESERVED_PROVIDER_NAMES: readonly string[] = ['profile', 'sluice'];
-
-/** Whether a string is a well-formed model field value (SPEC charset and length). */
-export function isModelFieldShaped(value: string): boolean {
-  return value.length > 0 && value.length <= MODEL_ID_MAX && MODEL_ID_CHARS.test(value);
-}
-
-/** Whether a name may be a provider name. */
-export function isProviderName(value: string): boolean {
-  return PROVIDER_NAME.test(value) && value.length <= 64 && !RESERVED_PROVIDER_NAMES.includes(value);
-}
+export { RESERVED_PROVIDER_NAMES, isModelFieldShaped, isProviderName };
 
 /**
  * Checks a provider-pinned id `<provider>/<model>` (split at the FIRST slash, the rest verbatim)
- * and returns its two parts. Route slugs (`profile/…`, `sluice/auto`) are not pinned ids.
+ * and returns its two parts; an operator's bad argument is a {@link ValidationError}.
  */
 export function parsePinnedId(value: string, what = 'model id'): { provider: string; model: string } {
-  if (!isModelFieldShaped(value)) {
-    throw new ValidationError(
-      `${what} ${JSON.stringify(value)} must be 1 to ${MODEL_ID_MAX} characters of letters, digits and . _ : / @ -`,
-    );
+  try {
+    return parsePinned(value, what);
+  } catch (err) {
+    if (err instanceof InvalidPinnedIdError) throw new ValidationError(err.message);
+    throw err;
   }
-  const slash = value.indexOf('/');
-  if (slash <= 0 || slash === value.length - 1) {
-    throw new ValidationError(`${what} ${JSON.stringify(value)} must be pinned as <provider>/<model>`);
-  }
-  const provider = value.slice(0, slash);
-  if (!isProviderName(provider)) {
-    throw new ValidationError(`${what} ${JSON.stringify(value)} does not name a provider before its first slash`);
-  }
-  return { provider, model: value.slice(slash + 1) };
 }
 
 /** Checks a routing-profile identifier (the part after `profile/`). */

@@ -84,6 +84,8 @@ export class Aggregator extends Construct {
         maxRecordAge: props.maxRecordAge ?? Duration.hours(6),
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(this.deadLetterQueue),
+        // Only new rows are rolled up; TTL deletions of old usage rows (REMOVE) never invoke it.
+        filters: [lambda.FilterCriteria.filter({ eventName: lambda.FilterRule.isEqual('INSERT') })],
       }),
     );
     props.rollupsTable.grantReadWriteData(this.fn);

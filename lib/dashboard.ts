@@ -25,6 +25,9 @@ export const STAGE_DIMENSION = 'Stage';
  * | `UpstreamLatencyMs` | Milliseconds | `Stage`, `Provider` | gateway, provider call start to its response headers |
  * | `SpendMicros` | Count | `Stage` | gateway and sweeper, the settled charge in micro-units |
  * | `HoldsOutstanding` | Count | `Stage` | sweeper, each run: holds still open |
+ * | `ExpiredHoldsBacklog` | Count | `Stage` | sweeper, each run: expired holds it left open (failed or out of time) |
+ * | `UpstreamCalls`, `UpstreamErrors` | Count | `Stage`, `Provider` | gateway, per provider call; an error is a 5xx or no answer |
+ * | `LowCreditNotices` | Count | `Stage` | notifier, each run: notices published |
  * | `TransactionConflicts` | Count | `Stage` | gateway and sweeper, 1 per `TransactionConflict` cancellation reason |
  *
  * Everything else on the dashboard is AWS's own: Lambda `Errors`, `Throttles`, `IteratorAge`;
@@ -38,6 +41,10 @@ export const SLUICE_METRICS = {
   upstreamLatencyMs: 'UpstreamLatencyMs',
   spendMicros: 'SpendMicros',
   holdsOutstanding: 'HoldsOutstanding',
+  expiredHoldsBacklog: 'ExpiredHoldsBacklog',
+  upstreamCalls: 'UpstreamCalls',
+  upstreamErrors: 'UpstreamErrors',
+  lowCreditNotices: 'LowCreditNotices',
   transactionConflicts: 'TransactionConflicts',
 } as const;
 
@@ -77,13 +84,13 @@ const HEIGHT = 6;
  * time (refusal code, provider, table operation) are SEARCH expressions, so a new code or
  * provider appears without a deploy.
  *
- * Alarms (thresholds from the stage settings) have no actions: {@link SluiceDashboard.alarms}
- * is there for whoever wires notification.
+ * Alarms (thresholds from the stage settings) get their actions from `SluiceAlarms` (`lib/alarms.ts`),
+ * which notifies every alarm of the stack on the stage's topic and adds the alarms beyond these.
  */
 export class SluiceDashboard extends Construct {
   /** The dashboard, named `Sluice-<stage>`. */
   public readonly dashboard: cloudwatch.Dashboard;
-  /** The stage's alarms, without actions. */
+  /** The dashboard's own alarms (actions are added by `SluiceAlarms.notifyEveryAlarm`). */
   public readonly alarms: readonly cloudwatch.Alarm[];
 
   public constructor(scope: Construct, id: string, props: SluiceDashboardProps) {
@@ -226,10 +233,26 @@ export class SluiceDashboard extends Construct {
         left: [sluice(SLUICE_METRICS.spendMicros, 'Sum', 'spend')],
       }),
       new cloudwatch.GraphWidget({
-        title: 'Holds outstanding',
+        title: 'Holds outstanding and expired backlog',
         width: THIRD,
         height: HEIGHT,
         left: [sluice(SLUICE_METRICS.holdsOutstanding, 'Maximum', 'open holds')],
+        right: [sluice(SLUICE_METRICS.expiredHoldsBacklog, 'Maximum', 'expired, still open')],
+      }),
+    );
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Upstream calls and errors by provider (per minute)',
+        width: WIDE,
+        height: HEIGHT,
+        left: [search(PROVIDER_DIMENSION, SLUICE_METRICS.upstreamCalls, 'Sum', 'calls')],
+        right: [search(PROVIDER_DIMENSION, SLUICE_METRICS.upstreamErrors, 'Sum', 'errors')],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Low-credit notices',
+        width: WIDE,
+        height: HEIGHT,
+        left: [sluice(SLUICE_METRICS.lowCreditNotices, 'Sum', 'notices')],
       }),
     );
     this.dashboard.addWidgets(

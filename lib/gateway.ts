@@ -55,6 +55,8 @@ export class Gateway extends Construct {
         [ENV.requestLimitMs]: String(REQUEST_LIMIT.toMilliseconds()),
         // The gateway writes each hold's expiry; the sweeper must use the same grace to read it.
         [ENV.holdGraceMs]: String(stage.holdGraceMs),
+        // Usage rows it writes carry a TTL this many days out (rollups are kept).
+        [ENV.usageRetentionDays]: String(stage.usageRetentionDays),
       },
     }).fn;
 

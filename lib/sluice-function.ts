@@ -1,5 +1,6 @@
 import * as path from 'node:path';
 import type { Duration } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -30,8 +31,9 @@ export interface SluiceFunctionProps {
 /**
  * A Sluice Lambda function as every one of them is built: Node.js 22 pinned (never
  * `NODEJS_LATEST`, so a runtime upgrade is a reviewed change), arm64, bundled by the locally
- * installed esbuild (synth needs neither Docker nor the network), and its own log group with the
- * stage's retention.
+ * installed esbuild (synth needs neither Docker nor the network), its own log group with the
+ * stage's retention, and its own role that may write to that log group and nothing else until
+ * its construct grants more.
  */
 export class SluiceFunction extends Construct {
   /** The function. */
@@ -48,7 +50,20 @@ export class SluiceFunction extends Construct {
       retention: stage.logRetention,
       removalPolicy: stage.removalPolicy,
     });
+    // Its own role, allowed to write to its own log group only: the managed basic execution role
+    // would let it create and write any log group of the account (cdk-nag AwsSolutions-IAM4).
+    const role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: props.description,
+    });
+    role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [this.logGroup.logGroupArn],
+      }),
+    );
     this.fn = new nodejs.NodejsFunction(this, 'Function', {
+      role,
       entry: path.join(REPO_ROOT, props.entry),
       handler: 'handler',
       projectRoot: REPO_ROOT,
@@ -88,6 +103,9 @@ export class SluiceFunction extends Construct {
             `find "${outputDir}/node_modules/gpt-tokenizer" -name '*.map' -delete`,
           ],
         },
+        // ES modules first, so what is bundled (@smithy/signature-v4, @middy/core) is tree-shaken:
+        // the CommonJS build of the signer would pull in 130 KB of @smithy/core.
+        mainFields: ['module', 'main'],
         forceDockerBundling: false,
         // esbuild's per-file size report is noise in every synth and test run; warnings still show.
         logLevel: nodejs.LogLevel.WARNING,

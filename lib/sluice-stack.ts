@@ -1,9 +1,13 @@
 import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type { Construct } from 'constructs';
 import { Aggregator } from './aggregator';
+import { SluiceAlarms } from './alarms';
 import { CatalogImport } from './catalog-import';
 import { SluiceDashboard } from './dashboard';
 import { Gateway } from './gateway';
+import { acknowledgeStackFindings } from './nag';
+import { LowCreditNotifier } from './notifier';
 import { loadProviderKeySources, type ProviderKeySource } from './provider-file';
 import { ProviderSecrets } from './secrets';
 import type { StageSettings } from './stage';
@@ -23,7 +27,8 @@ export interface SluiceStackProps extends StackProps {
 
 /**
  * One stage of Sluice: tables, provider secrets, the gateway behind its Function URL, the usage
- * aggregator, the hold sweeper and the dashboard. This class only wires the constructs; every
+ * aggregator, the hold sweeper, the low-credit notifier, the dashboard, and the alarms with the
+ * topic they notify. This class only wires the constructs; every
  * decision lives in the construct that owns it or in the stage settings.
  */
 export class SluiceStack extends Stack {
@@ -31,6 +36,8 @@ export class SluiceStack extends Stack {
   public readonly tables: SluiceTables;
   /** The gateway function and its URL. */
   public readonly gateway: Gateway;
+  /** The alarm topic and the alarms beyond the dashboard's. */
+  public readonly alarms: SluiceAlarms;
 
   public constructor(scope: Construct, id: string, props: SluiceStackProps) {
     super(scope, id, {
@@ -46,9 +53,10 @@ export class SluiceStack extends Stack {
       removalPolicy: stage.removalPolicy,
       deletionProtection: stage.deletionProtection,
     });
+    const providers = props.providers ?? loadProviderKeySources();
     const secrets = new ProviderSecrets(this, 'ProviderSecrets', {
       stage: stage.name,
-      providers: props.providers ?? loadProviderKeySources(),
+      providers,
       byokPrefix: stage.byokSecretPrefix,
       removalPolicy: stage.removalPolicy,
     });
@@ -60,7 +68,7 @@ export class SluiceStack extends Stack {
       rollupsTable: this.tables.table('rollups'),
     });
     const sweeper = new Sweeper(this, 'Sweeper', { stage, tables: this.tables });
-    new SluiceDashboard(this, 'Monitoring', {
+    const monitoring = new SluiceDashboard(this, 'Monitoring', {
       stage,
       gateway: this.gateway.fn,
       aggregator: aggregator.fn,
@@ -68,7 +76,26 @@ export class SluiceStack extends Stack {
       deadLetterQueue: aggregator.deadLetterQueue,
       tableNames: this.tables.all.map((t) => t.tableName),
     });
+    this.alarms = new SluiceAlarms(this, 'Alarms', {
+      stage,
+      gateway: this.gateway.fn,
+      sweeper: sweeper.fn,
+      tables: this.tables,
+      providers: providers.map((p) => p.name),
+    });
+    const notifier = new LowCreditNotifier(this, 'LowCredit', { stage, tables: this.tables, topic: this.alarms.topic });
+    this.alarms.watchFunction('Notifier', notifier.fn);
+    monitoring.dashboard.addWidgets(
+      new cloudwatch.AlarmStatusWidget({ title: 'Alarms: money, errors, providers, DynamoDB, latency', width: 24, height: 6, alarms: [...this.alarms.alarms] }),
+    );
+    // Last, so that every alarm of the stack, whoever made it, reaches the topic.
+    this.alarms.notifyEveryAlarm(this);
+    acknowledgeStackFindings(this, stage);
 
+    new CfnOutput(this, 'AlarmTopicArn', {
+      description: 'SNS topic of the stage\'s alarms and low-credit notices; subscribe more endpoints here',
+      value: this.alarms.topic.topicArn,
+    });
     new CfnOutput(this, 'GatewayUrl', {
       description: 'Base URL of the gateway; clients use <url>v1 as their OpenAI base URL',
       value: this.gateway.url.url,

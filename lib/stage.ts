@@ -36,6 +36,24 @@ export interface AlarmThresholds {
   readonly aggregatorIteratorAgeMs: number;
   /** Messages in the aggregator's dead-letter queue; any message is a usage batch not rolled up. */
   readonly deadLetterMessages: number;
+  /** Settlements that failed (gateway `settle_failed`, sweeper `sweep_failed` lines) in 5 minutes. */
+  readonly settlementFailuresPer5Min: number;
+  /** Expired holds the sweeper left open after a run (failed or deferred), for 3 runs running. */
+  readonly expiredHoldsBacklog: number;
+  /** Answers with one 5xx code in 5 minutes (one alarm per code; `paused_by_owner` excluded). */
+  readonly serverErrorsPer5Min: number;
+  /** A provider's upstream error rate (5xx or no answer), percent of its calls in 5 minutes. */
+  readonly upstreamErrorRatePercent: number;
+  /** Calls to a provider in 5 minutes below which its error rate is not judged (too few to mean anything). */
+  readonly upstreamMinCallsPer5Min: number;
+  /** DynamoDB system errors (AWS's 500s) on one table in 5 minutes. */
+  readonly dynamoSystemErrorsPer5Min: number;
+  /** DynamoDB throttled reads plus writes on one table in 5 minutes. */
+  readonly dynamoThrottlesPer5Min: number;
+  /** p99 of the gateway's time to first byte, milliseconds, 3 of 5 five-minute periods. */
+  readonly firstByteP99Ms: number;
+  /** p99 of the gateway's whole request time (streams included), milliseconds, 3 of 5 five-minute periods. */
+  readonly latencyP99Ms: number;
 }
 
 /** Everything that differs between stages. */
@@ -60,10 +78,39 @@ export interface StageSettings {
   /** Aggregator and sweeper memory, MB. */
   readonly workerMemoryMb: number;
   readonly alarms: AlarmThresholds;
+  /**
+   * E-mail address subscribed to the stage's alarm topic (alarms and low-credit notices). Set it
+   * per deploy with `-c alarmEmail=ops@example.com`; without one the topic has no subscriber
+   * and `cdk synth` says so.
+   * @default no subscription
+   */
+  readonly alarmEmail?: string;
+  /**
+   * Days a usage row is kept before DynamoDB TTL collects it. Rollups are not affected: daily
+   * and monthly totals stay for good.
+   */
+  readonly usageRetentionDays: number;
+}
+
+/** Settings chosen per deploy rather than written per stage (CDK context). */
+export interface StageOverrides {
+  /** See {@link StageSettings.alarmEmail}. */
+  readonly alarmEmail?: string;
 }
 
 /** Settings as written per stage; the derived names are filled in by {@link stageSettings}. */
-type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix'>;
+type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail'>;
+
+/** Alarm thresholds shared by stages unless one says otherwise. */
+const COMMON_ALARMS = {
+  settlementFailuresPer5Min: 1,
+  expiredHoldsBacklog: 1,
+  upstreamMinCallsPer5Min: 20,
+  dynamoSystemErrorsPer5Min: 5,
+  dynamoThrottlesPer5Min: 25,
+  // A stream's whole duration is in LatencyMs; only a sustained p99 near the 540 s limit is news.
+  latencyP99Ms: 300_000,
+} as const;
 
 // Memory: the gateway mostly waits on the provider while a stream runs, and Lambda bills
 // GB-seconds for the whole stream, so it gets enough for a 6 MB body and no more.
@@ -82,7 +129,12 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
       sweeperErrorsPer15Min: 5,
       aggregatorIteratorAgeMs: 15 * 60_000,
       deadLetterMessages: 1,
+      ...COMMON_ALARMS,
+      serverErrorsPer5Min: 25,
+      upstreamErrorRatePercent: 50,
+      firstByteP99Ms: 30_000,
     },
+    usageRetentionDays: 30,
   },
   stg: {
     removalPolicy: RemovalPolicy.DESTROY,
@@ -98,7 +150,12 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
       sweeperErrorsPer15Min: 3,
       aggregatorIteratorAgeMs: 10 * 60_000,
       deadLetterMessages: 1,
+      ...COMMON_ALARMS,
+      serverErrorsPer5Min: 10,
+      upstreamErrorRatePercent: 25,
+      firstByteP99Ms: 20_000,
     },
+    usageRetentionDays: 90,
   },
   prod: {
     // Balances and usage are customers' money: a stack deletion must never take them along.
@@ -115,7 +172,13 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
       sweeperErrorsPer15Min: 2,
       aggregatorIteratorAgeMs: 5 * 60_000,
       deadLetterMessages: 1,
+      ...COMMON_ALARMS,
+      serverErrorsPer5Min: 5,
+      upstreamErrorRatePercent: 10,
+      firstByteP99Ms: 15_000,
     },
+    // Thirteen months: a full year back from any day of the current month, for statements and disputes.
+    usageRetentionDays: 400,
   },
 };
 
@@ -134,6 +197,9 @@ function checkInt(label: string, value: number, min: number, max: number): void 
     throw new StageConfigError(`${label} must be an integer in [${min}, ${max}], got ${String(value)}`);
   }
 }
+
+// Deliberately plain: one @, no spaces, a dot in the domain. SNS confirms the address itself.
+const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@.]{2,63}$/;
 
 const RETENTION_VALUES: readonly number[] = Object.values(RetentionDays).filter(
   (v): v is number => typeof v === 'number',
@@ -171,6 +237,21 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
   // DynamoDB Streams keep records 24 h; a lag alarm beyond that would fire after data loss.
   checkInt(`${s.name}.alarms.aggregatorIteratorAgeMs`, a.aggregatorIteratorAgeMs, 1_000, 24 * 3_600_000);
   checkInt(`${s.name}.alarms.deadLetterMessages`, a.deadLetterMessages, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.settlementFailuresPer5Min`, a.settlementFailuresPer5Min, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.expiredHoldsBacklog`, a.expiredHoldsBacklog, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.serverErrorsPer5Min`, a.serverErrorsPer5Min, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.upstreamErrorRatePercent`, a.upstreamErrorRatePercent, 1, 100);
+  checkInt(`${s.name}.alarms.upstreamMinCallsPer5Min`, a.upstreamMinCallsPer5Min, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.dynamoSystemErrorsPer5Min`, a.dynamoSystemErrorsPer5Min, 1, 1_000_000);
+  checkInt(`${s.name}.alarms.dynamoThrottlesPer5Min`, a.dynamoThrottlesPer5Min, 1, 1_000_000);
+  // Both latencies are bounded by the request limit: a threshold above it could never fire.
+  checkInt(`${s.name}.alarms.firstByteP99Ms`, a.firstByteP99Ms, 1, REQUEST_LIMIT.toMilliseconds());
+  checkInt(`${s.name}.alarms.latencyP99Ms`, a.latencyP99Ms, 1, REQUEST_LIMIT.toMilliseconds());
+  // TTL needs at least a day to mean anything; ten years is "keep", which is what rollups are for.
+  checkInt(`${s.name}.usageRetentionDays`, s.usageRetentionDays, 1, 3_650);
+  if (s.alarmEmail !== undefined && !EMAIL.test(s.alarmEmail)) {
+    throw new StageConfigError(`${s.name}.alarmEmail must be an e-mail address, got ${JSON.stringify(s.alarmEmail)}`);
+  }
   if (s.name === 'prod' && (s.removalPolicy !== RemovalPolicy.RETAIN || !s.deletionProtection)) {
     throw new StageConfigError('prod must retain its stateful resources and protect its tables from deletion');
   }
@@ -179,9 +260,10 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
 
 /**
  * The validated settings of a stage. `undefined` (no `-c stage`) means {@link DEFAULT_STAGE};
- * anything else that is not `dev`, `stg` or `prod` throws {@link StageConfigError}.
+ * anything else that is not `dev`, `stg` or `prod` throws {@link StageConfigError}, as does an
+ * override that fails validation.
  */
-export function stageSettings(stage: unknown): StageSettings {
+export function stageSettings(stage: unknown, overrides: StageOverrides = {}): StageSettings {
   const name = stage === undefined ? DEFAULT_STAGE : stage;
   if (!isStageName(name)) {
     throw new StageConfigError(
@@ -193,5 +275,6 @@ export function stageSettings(stage: unknown): StageSettings {
     tablePrefix: `sluice-${name}-`,
     byokSecretPrefix: `sluice/${name}/byok/`,
     ...VALUES[name],
+    ...(overrides.alarmEmail === undefined || overrides.alarmEmail === '' ? {} : { alarmEmail: overrides.alarmEmail }),
   });
 }

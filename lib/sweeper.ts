@@ -53,6 +53,8 @@ export class Sweeper extends Construct {
       environment: {
         [ENV.requestLimitMs]: String(REQUEST_LIMIT.toMilliseconds()),
         [ENV.holdGraceMs]: String(stage.holdGraceMs),
+        // Usage rows it writes carry a TTL this many days out (rollups are kept).
+        [ENV.usageRetentionDays]: String(stage.usageRetentionDays),
       },
     }).fn;
 

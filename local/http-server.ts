@@ -18,6 +18,7 @@
  * connection closes gently (see {@link ServeLambdaOptions.lingerBytes}). Deployed, AWS's front end
  * answers such requests itself and the function never sees them.
  */
+import { MAX_BODY_BYTES } from '../lambdas/core/limits';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Socket } from 'node:net';
@@ -33,7 +34,7 @@ import {
   streamingHighWaterMark,
 } from './lambda-shim';
 import { SluiceError, renderError, type ErrorKind } from '../lambdas/core/errors';
-import { allowedMethod } from '../lambdas/gateway/app';
+import { matchRoute } from '../lambdas/gateway/routes';
 
 /**
  * A streaming Lambda handler as a Function URL invokes it. The stream parameter is the runtime's
@@ -89,7 +90,7 @@ export interface LambdaServer {
   close(): Promise<void>;
 }
 
-const DEFAULT_MAX_BODY_BYTES = 8_388_608;
+const DEFAULT_MAX_BODY_BYTES = MAX_BODY_BYTES;
 
 /** What one connection has under way: answers on it go out in order, the last one closes it. */
 interface Connection {
@@ -160,7 +161,7 @@ export function parserRefusal(err: NodeJS.ErrnoException & { rawPacket?: Buffer 
     if (line !== null) {
       const method = line[1] as string;
       const path = (line[2] as string).split('?')[0] as string;
-      const allow = allowedMethod(path);
+      const allow = matchRoute(path)?.allow;
       return allow === undefined
         ? envelopeResponse('endpoint_not_supported', `Sluice does not serve ${method} ${path}.`)
         : envelopeResponse('method_not_allowed', `${method} is not allowed on ${path}; use ${allow}.`, { Allow: allow });

@@ -2,6 +2,7 @@
  * Workspace settings: creation, the ledger view, the pause, the monthly limit, the spend rate
  * cap, the permitted-model set and the default route.
  */
+import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../../lambdas/core/limits';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { monthId, windowKeys } from '../../lambdas/core/windows';
 import type { BalanceRecord, MemberRecord, WindowRecord, WorkspaceRecord } from '../../lambdas/shared/records';
@@ -23,7 +24,7 @@ import { checkEmail, checkLabel, checkProfileIdentifier, formatMicros, minorToMi
 import { checkWorkspaceId, listMemberRecords, listProfileRecords, requireWorkspace, updateMeta } from './common';
 
 /** SPEC: the spend rate cap a workspace starts with, minor units per rolling 60 s. */
-export const SPEND_CAP_DEFAULT_MINOR = 5000;
+export const SPEND_CAP_DEFAULT_MINOR = DEFAULT_SPEND_RATE_CAP_MINOR;
 /** SPEC: the lowest spend rate cap an owner may set. */
 export const SPEND_CAP_MIN_MINOR = 100;
 /**

@@ -3,7 +3,7 @@
  * SLUICE_CATALOG_CACHE_TTL_MS, so a model lookup on the warm path makes no round trip.
  */
 import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { MODEL_PK_PREFIX, PROVIDER_PK_PREFIX, catalogItemToModel, catalogItemToProvider } from '../../cli/catalog-items';
+import { MODEL_PK_PREFIX, PROVIDER_PK_PREFIX, catalogItemToModel, catalogItemToProvider } from '../catalog/items';
 import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
 import type { Catalog } from '../gateway/ports';
 import { TtlCache } from './ttl-cache';

@@ -28,6 +28,8 @@ export interface LedgerTables {
   readonly ledger: string;
   readonly holds: string;
   readonly usage: string;
+  /** Days a usage row is kept: it gets a `ttl` that far after settlement; absent keeps it. */
+  readonly usageRetentionDays?: number;
 }
 
 const BALANCE_SK = 'BALANCE';
@@ -378,7 +380,7 @@ export class DynamoLedger implements Ledger {
 
   private settleItems(pk: string, hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number): TransactItems {
     const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
-    const usage: UsageRecord & { uncollectedMicros?: number } = {
+    const usage: UsageRecord & { uncollectedMicros?: number; ttl?: number } = {
       workspaceId: hold.workspaceId,
       sk: `${new Date(hold.createdAt).toISOString()}#${hold.holdId}`,
       requestId: hold.holdId,
@@ -404,6 +406,7 @@ export class DynamoLedger implements Ledger {
       ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
       ...(s.estimated === true ? { estimated: true } : {}),
       ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
+      ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
     };
     const items: TransactItems = [
       // Settling is conditional on the hold still existing, which makes it idempotent, and on

@@ -3,7 +3,7 @@
  * extend, key lookups). Measured on the benchmark machine, the SDK v3 spends 2.5–3 ms of CPU on
  * each TransactWriteItems in its middleware stack (endpoint rules, serde, retry bookkeeping,
  * signing); this client spends a small fraction of that on the same bytes: marshal with the SDK's
- * own `@aws-sdk/util-dynamodb`, sign (SigV4, below; tested against the SDK's signer), one POST
+ * own `@aws-sdk/util-dynamodb`, sign with the SDK's own SigV4 signer (`@smithy/signature-v4`), one POST
  * on a keep-alive agent, parse.
  *
  * It answers the lib-dynamodb commands the gateway uses (`TransactWriteCommand`, `UpdateCommand`,
@@ -20,7 +20,7 @@
  * account-ID endpoints (the regional endpoint serves every account), response CRC checks (the SDK
  * v3 does not make them either).
  */
-import { createHash, createHmac, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomUUID, type Hash, type Hmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { BatchGetCommand, GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -32,6 +32,7 @@ import type {
 } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { SignatureV4 } from '@smithy/signature-v4';
 
 /** The commands the gateway sends, with the DocumentClient's results: both clients satisfy this. */
 export interface DocumentSender {
@@ -123,9 +124,45 @@ function marshalEntry(entry: Json): Json {
   return out;
 }
 
-/** A SigV4 signer for DynamoDB's one shape of request (POST / with a JSON body), signing key cached per day. */
+type SourceData = string | ArrayBuffer | ArrayBufferView;
+
+function toBytes(data: SourceData): string | Buffer {
+  if (typeof data === 'string') return data;
+  return data instanceof ArrayBuffer ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+/** node:crypto's SHA-256 and HMAC behind the hash interface `@smithy/signature-v4` takes. */
+class NodeSha256 {
+  private hash: Hash | Hmac;
+
+  constructor(private readonly secret?: SourceData) {
+    this.hash = this.fresh();
+  }
+
+  private fresh(): Hash | Hmac {
+    return this.secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(this.secret));
+  }
+
+  update(data: SourceData): void {
+    this.hash.update(toBytes(data));
+  }
+
+  digest(): Promise<Uint8Array> {
+    return Promise.resolve(new Uint8Array(this.hash.digest()));
+  }
+
+  reset(): void {
+    this.hash = this.fresh();
+  }
+}
+
+/**
+ * SigV4 for DynamoDB's one shape of request (POST / with a JSON body), by the AWS SDK's own signer
+ * (`@smithy/signature-v4`, which caches its signing keys). One signer per set of credentials: they
+ * change only when the role's session is renewed.
+ */
 export class WireSigner {
-  private keyFor: { scope: string; secret: string; key: Buffer } = { scope: '', secret: '', key: Buffer.alloc(0) };
+  private last: { readonly credentials: WireCredentials; readonly signer: SignatureV4 } | undefined;
 
   constructor(
     private readonly region: string,
@@ -133,37 +170,27 @@ export class WireSigner {
   ) {}
 
   /** The headers to send (signed ones plus `authorization`) for this body at this time. */
-  sign(target: string, body: Buffer, credentials: WireCredentials, at: Date): Record<string, string> {
-    const amzDate = at.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
-    const day = amzDate.slice(0, 8);
-    const scope = `${day}/${this.region}/${SERVICE}/aws4_request`;
-    const payloadHash = createHash('sha256').update(body).digest('hex');
-    const headers: Record<string, string> = {
-      'content-type': CONTENT_TYPE,
-      host: this.host,
-      'x-amz-content-sha256': payloadHash,
-      'x-amz-date': amzDate,
-      ...(credentials.sessionToken !== undefined ? { 'x-amz-security-token': credentials.sessionToken } : {}),
-      'x-amz-target': target,
-    };
-    // Already in sorted order; header values carry no runs of spaces to fold.
-    const names = Object.keys(headers);
-    let canonical = 'POST\n/\n\n';
-    for (const name of names) canonical += `${name}:${headers[name]?.trim()}\n`;
-    const signedHeaders = names.join(';');
-    canonical += `\n${signedHeaders}\n${payloadHash}`;
-    const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${createHash('sha256').update(canonical).digest('hex')}`;
-    const signature = createHmac('sha256', this.signingKey(scope, day, credentials.secretAccessKey)).update(toSign).digest('hex');
-    headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
-    return headers;
+  async sign(target: string, body: Buffer, credentials: WireCredentials, at: Date): Promise<Record<string, string>> {
+    const signed = await this.signerFor(credentials).sign(
+      { method: 'POST', protocol: 'https:', hostname: this.host, path: '/', query: {}, headers: { 'content-type': CONTENT_TYPE, host: this.host, 'x-amz-target': target }, body },
+      { signingDate: at },
+    );
+    return signed.headers;
   }
 
-  private signingKey(scope: string, day: string, secret: string): Buffer {
-    if (this.keyFor.scope === scope && this.keyFor.secret === secret) return this.keyFor.key;
-    const hmac = (key: string | Buffer, data: string): Buffer => createHmac('sha256', key).update(data).digest();
-    const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, day), this.region), SERVICE), 'aws4_request');
-    this.keyFor = { scope, secret, key };
-    return key;
+  private signerFor(credentials: WireCredentials): SignatureV4 {
+    const last = this.last;
+    if (
+      last !== undefined &&
+      last.credentials.accessKeyId === credentials.accessKeyId &&
+      last.credentials.secretAccessKey === credentials.secretAccessKey &&
+      last.credentials.sessionToken === credentials.sessionToken
+    ) {
+      return last.signer;
+    }
+    const signer = new SignatureV4({ service: SERVICE, region: this.region, credentials, sha256: NodeSha256 });
+    this.last = { credentials, signer };
+    return signer;
   }
 }
 
@@ -256,7 +283,7 @@ export class DynamoWire implements DocumentSender {
     for (let attempt = 1; ; attempt += 1) {
       let reply: RawReply;
       try {
-        const headers = this.signer.sign(target, body, await this.options.credentials(), new Date());
+        const headers = await this.signer.sign(target, body, await this.options.credentials(), new Date());
         reply = await this.post(headers, body, deadline);
       } catch (err) {
         if (isRetryableNetwork(err) && (await retryAfterBackoff(attempt, false))) continue;

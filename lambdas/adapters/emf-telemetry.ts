@@ -19,7 +19,17 @@ interface Directive {
 }
 
 const NAMESPACE = 'Sluice';
-const UPSTREAM_METRIC = { Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' };
+/** Per provider: latency, and calls and errors for the upstream error-rate alarm. */
+const UPSTREAM_METRICS = [
+  { Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' },
+  { Name: 'UpstreamCalls', Unit: 'Count' },
+  { Name: 'UpstreamErrors', Unit: 'Count' },
+];
+
+/** A provider's fault rather than an answer: a 5xx, or no status at all (0, the connection failed). */
+function upstreamError(status: number): number {
+  return status === 0 || status >= 500 ? 1 : 0;
+}
 /** EMF takes at most 100 values for one metric in one line. */
 const MAX_VALUES = 100;
 
@@ -61,10 +71,12 @@ export class EmfTelemetry implements Telemetry {
     if (calls !== undefined && calls.length > 0) {
       const provider = (calls[0] as UpstreamCall).provider;
       const own = calls.filter((c) => c.provider === provider).slice(-MAX_VALUES);
-      directives.push({ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: [UPSTREAM_METRIC] });
+      directives.push({ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: UPSTREAM_METRICS });
       extra.Provider = provider;
       extra.upstreamStatus = (own[own.length - 1] as UpstreamCall).status;
       values.UpstreamLatencyMs = own.length === 1 ? (own[0] as UpstreamCall).latencyMs : own.map((c) => c.latencyMs);
+      values.UpstreamCalls = own.length;
+      values.UpstreamErrors = own.reduce((n, c) => n + upstreamError(c.status), 0);
       for (const other of calls.filter((c) => c.provider !== provider)) this.upstreamLine(other);
     }
     this.emit({ ...fields, ...extra }, directives, values);
@@ -87,8 +99,8 @@ export class EmfTelemetry implements Telemetry {
   private upstreamLine(call: UpstreamCall): void {
     this.emit(
       { event: 'upstream', requestId: call.requestId, Provider: call.provider, upstreamStatus: call.status },
-      [{ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: [UPSTREAM_METRIC] }],
-      { UpstreamLatencyMs: call.latencyMs },
+      [{ Namespace: NAMESPACE, Dimensions: [['Stage', 'Provider']], Metrics: UPSTREAM_METRICS }],
+      { UpstreamLatencyMs: call.latencyMs, UpstreamCalls: 1, UpstreamErrors: upstreamError(call.status) },
     );
   }
 

@@ -3,6 +3,7 @@
  * `ReportBatchItemFailures`; locally, the stream poller calls this same handler. Adapters are
  * built once, at cold start, from the validated configuration.
  */
+import middy from '@middy/core';
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
@@ -12,7 +13,7 @@ import { aggregate, type AggregateDeps } from './aggregate';
 const config = loadConfig();
 const deps: AggregateDeps = { doc: documentClient(config), rollupsTable: tableName(config.tablePrefix, 'rollups') };
 
-/** Rolls up one batch of usage records; failures come back as `batchItemFailures` (partial batch response). */
-export function handler(event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> {
-  return aggregate(deps, event);
-}
+/** Rolls up one batch of usage records; failures come back as `batchItemFailures` (partial batch response). A `@middy/core` handler. */
+export const handler = middy((event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => aggregate(deps, event)) as unknown as (
+  event: DynamoDBStreamEvent,
+) => Promise<DynamoDBBatchResponse>;

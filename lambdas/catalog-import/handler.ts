@@ -11,9 +11,11 @@ import https from 'node:https';
 import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
 import providers from '../../config/providers.json';
 import models from '../../config/catalog.json';
-import { parseCatalogEntries, writeCatalog } from '../../cli/ops/catalog';
+import middy from '@middy/core';
 import { documentClient } from '../adapters/dynamo-client';
+import { parseCatalogEntries, writeCatalogEntries } from '../catalog/import';
 import { loadConfig } from '../shared/config';
+import { tableName } from '../shared/schema';
 
 const config = loadConfig();
 const doc = documentClient(config);
@@ -40,7 +42,7 @@ export async function importForEvent(event: CloudFormationCustomResourceEvent, l
   if (event.RequestType === 'Delete') return { ...base, Status: 'SUCCESS' };
   try {
     const entries = parseCatalogEntries(providers as unknown[], models as unknown[]);
-    const result = await writeCatalog({ doc, tablePrefix: config.tablePrefix, stage: config.stage }, entries);
+    const result = await writeCatalogEntries({ doc, tableName: tableName(config.tablePrefix, 'catalog') }, entries);
     console.log(JSON.stringify({ event: 'catalog_import', stage: config.stage, ...result }));
     return { ...base, Status: 'SUCCESS', Data: { providers: result.providers, models: result.models } };
   } catch (err) {
@@ -63,7 +65,10 @@ function put(url: string, body: string): Promise<void> {
   });
 }
 
-export async function handler(event: CloudFormationCustomResourceEvent, context: Context): Promise<void> {
+async function respond(event: CloudFormationCustomResourceEvent, context: Pick<Context, 'logStreamName'>): Promise<void> {
   const response = await importForEvent(event, context.logStreamName);
   await put(event.ResponseURL, JSON.stringify(response));
 }
+
+/** The custom resource's Lambda handler, a `@middy/core` handler. */
+export const handler = middy(respond) as unknown as (event: CloudFormationCustomResourceEvent, context: Pick<Context, 'logStreamName'>) => Promise<void>;

@@ -5,7 +5,8 @@
 import { SluiceError } from './errors';
 
 export const MAX_MODEL_ID_LENGTH = 128;
-const ALLOWED = /^[A-Za-z0-9._:/@-]+$/;
+/** SPEC's characters of a model field. */
+export const MODEL_FIELD_CHARS = /^[A-Za-z0-9._:/@-]+$/;
 
 /** The fixed id naming the workspace's default routing profile. */
 export const AUTO_MODEL_ID = 'sluice/auto';
@@ -30,7 +31,7 @@ export function parseModelField(value: unknown): ModelRef {
   if (value.length > MAX_MODEL_ID_LENGTH) {
     throw new SluiceError('model_invalid', `The model id is longer than ${MAX_MODEL_ID_LENGTH} characters.`);
   }
-  if (!ALLOWED.test(value)) {
+  if (!MODEL_FIELD_CHARS.test(value)) {
     throw new SluiceError('model_invalid', 'The model id may hold only letters, digits and the characters . _ : / @ -');
   }
   if (value === AUTO_MODEL_ID) return { kind: 'auto', id: value };

@@ -4,6 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
+import type { RuntimeConfig } from '../shared/config';
 import type {
   EndpointFamily,
   HoldRecord,
@@ -148,4 +149,51 @@ export interface Telemetry {
   count?(name: string, value: number): void;
   /** One upstream call's status and latency, by provider; reported before its request's line. */
   upstream?(fields: { readonly requestId?: string; readonly provider: string; readonly status: number; readonly latencyMs: number }): void;
+}
+
+/** Everything the gateway runs on: ports, configuration, the clock and the id source. */
+export interface GatewayDeps {
+  readonly config: RuntimeConfig;
+  readonly keys: KeyDirectory;
+  readonly workspaces: WorkspaceDirectory;
+  readonly catalog: Catalog;
+  readonly secrets: SecretSource;
+  readonly ledger: Ledger;
+  readonly upstream: Upstream;
+  readonly telemetry: Telemetry;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly clock: () => number;
+  readonly newId: () => string;
+}
+
+/** A request as the runtime adapter hands it over. Header names are lower case. */
+export interface GatewayRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  readonly body: Buffer;
+  /** An id for tracing the invocation (the Lambda request id). */
+  readonly traceId: string;
+}
+
+/** What every phase knows of the request it serves: its ids, when it began, and the ports. */
+export interface RequestContext {
+  readonly deps: GatewayDeps;
+  readonly requestId: string;
+  readonly traceId: string;
+  readonly startedAt: number;
+  readonly sink: ResponseSink;
+}
+
+/** What a request's telemetry line says of it, gathered from what each phase returned. */
+export interface Served {
+  readonly status: number;
+  readonly code?: string | null;
+  readonly workspaceId?: string;
+  readonly keyId?: string;
+  readonly model?: string;
+  readonly servedBy?: string;
+  readonly outcome?: Outcome;
+  readonly chargeMicros?: number;
+  readonly firstByteMs?: number;
 }

@@ -5,8 +5,9 @@
  */
 import { setTopLevel } from '../core/json-splice';
 import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
-import type { EndpointFamily } from '../shared/records';
 import type { SecretSource } from './ports';
+import type { EndpointFamily } from '../shared/records';
+import { FAMILIES } from './routes';
 
 interface ProviderDeps {
   readonly secrets: SecretSource;
@@ -45,7 +46,7 @@ export function baseUrl(provider: ProviderConfig, env: Readonly<Record<string, s
 
 /** The endpoint URL for a family. */
 export function endpointUrl(base: string, family: EndpointFamily): string {
-  return `${base.replace(/\/+$/, '')}${family === 'chat_completions' ? '/chat/completions' : '/responses'}`;
+  return `${base.replace(/\/+$/, '')}${FAMILIES[family].upstreamPath}`;
 }
 
 /** Headers sent upstream: the provider's auth and the content type, nothing from the client. */
@@ -74,9 +75,10 @@ export function buildUpstreamBody(
   model: CatalogModel,
   provider: ProviderConfig,
 ): UpstreamBody {
+  const rules = FAMILIES[family];
   let out = setTopLevel(text, 'model', JSON.stringify(model.providerModelId));
   if (
-    family === 'chat_completions' &&
+    rules.addsMaxTokens &&
     provider.requiresMaxTokens &&
     !('max_tokens' in parsed) &&
     !('max_completion_tokens' in parsed) &&
@@ -85,7 +87,7 @@ export function buildUpstreamBody(
     out = setTopLevel(out, 'max_tokens', String(model.maxOutputTokens));
   }
   let injectedUsage = false;
-  if (family === 'chat_completions' && parsed.stream === true && provider.streamUsageOnRequest) {
+  if (rules.asksStreamUsage && parsed.stream === true && provider.streamUsageOnRequest) {
     const options = parsed.stream_options;
     const asked = options !== null && typeof options === 'object' && (options as Record<string, unknown>).include_usage === true;
     if (!asked) {

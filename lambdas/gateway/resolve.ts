@@ -5,8 +5,10 @@
 import { SluiceError } from '../core/errors';
 import type { ModelRef } from '../core/model-id';
 import type { CatalogModel, ProviderConfig } from '../shared/catalog-types';
-import type { EndpointFamily, WorkspaceRecord } from '../shared/records';
+import type { WorkspaceRecord } from '../shared/records';
+import { guarded } from './faults';
 import type { Catalog, WorkspaceDirectory } from './ports';
+import type { FamilyRules } from './routes';
 
 /** One model a request may be served by, with the provider that serves it. */
 export interface Candidate {
@@ -22,18 +24,19 @@ export interface Resolution {
   readonly candidates: readonly Candidate[];
 }
 
-/** Wraps a store read so its failure becomes SPEC's 503 for that store. */
-async function readOr<T>(read: () => Promise<T>, kind: 'model_pricing_unreadable' | 'model_permissions_unreadable'): Promise<T> {
-  try {
-    return await read();
-  } catch (err) {
-    if (err instanceof SluiceError) throw err;
-    throw new SluiceError(kind, kind === 'model_pricing_unreadable' ? 'The model catalog cannot be read right now; try again shortly.' : 'The workspace settings cannot be read right now; try again shortly.');
-  }
+/** Wraps a store read so its fault is logged by kind and becomes SPEC's 503 for that store. */
+function readOr<T>(requestId: string, read: () => Promise<T>, kind: 'model_pricing_unreadable' | 'model_permissions_unreadable'): Promise<T> {
+  return guarded(
+    requestId,
+    'resolve',
+    read,
+    () =>
+      new SluiceError(kind, kind === 'model_pricing_unreadable' ? 'The model catalog cannot be read right now; try again shortly.' : 'The workspace settings cannot be read right now; try again shortly.'),
+  );
 }
 
 /** SPEC's three `model_not_available` messages, plus the endpoint case. */
-export function unavailableError(model: CatalogModel, family: EndpointFamily): SluiceError | undefined {
+export function unavailableError(model: CatalogModel, rules: FamilyRules): SluiceError | undefined {
   switch (model.status) {
     case 'retired':
       return new SluiceError(
@@ -51,9 +54,8 @@ export function unavailableError(model: CatalogModel, family: EndpointFamily): S
     case 'served':
       break;
   }
-  if (!model.endpointFamilies.includes(family)) {
-    const route = family === 'responses' ? '/v1/responses' : '/v1/chat/completions';
-    return new SluiceError('model_not_available', `${model.id} is not offered on ${route}.`);
+  if (!model.endpointFamilies.includes(rules.family)) {
+    return new SluiceError('model_not_available', `${model.id} is not offered on ${rules.path}.`);
   }
   return undefined;
 }
@@ -62,8 +64,8 @@ function permitted(workspace: WorkspaceRecord, id: string): boolean {
   return workspace.permittedModels === undefined || workspace.permittedModels.includes(id);
 }
 
-async function pinned(catalog: Catalog, id: string, providerName: string): Promise<{ model: CatalogModel; provider: ProviderConfig } | undefined> {
-  const [provider, model] = await readOr(() => Promise.all([catalog.provider(providerName), catalog.model(id)]), 'model_pricing_unreadable');
+async function pinned(requestId: string, catalog: Catalog, id: string, providerName: string): Promise<{ model: CatalogModel; provider: ProviderConfig } | undefined> {
+  const [provider, model] = await readOr(requestId, () => Promise.all([catalog.provider(providerName), catalog.model(id)]), 'model_pricing_unreadable');
   return provider === undefined || model === undefined || model.provider !== provider.name ? undefined : { model, provider };
 }
 
@@ -72,8 +74,9 @@ async function pinned(catalog: Catalog, id: string, providerName: string): Promi
  * (404 `model_not_available`, whose message says why), not permitted (403).
  */
 export async function resolveModel(
+  requestId: string,
   ref: ModelRef,
-  family: EndpointFamily,
+  rules: FamilyRules,
   workspace: WorkspaceRecord,
   catalog: Catalog,
   directory: WorkspaceDirectory,
@@ -83,11 +86,11 @@ export async function resolveModel(
     return byokSecret === undefined ? m : { ...m, byokSecret };
   };
   if (ref.kind === 'pinned') {
-    const found = await pinned(catalog, ref.id, ref.provider);
+    const found = await pinned(requestId, catalog, ref.id, ref.provider);
     if (found === undefined) {
       throw new SluiceError('model_not_found', `The model '${ref.id}' does not exist in the catalog. GET /v1/models lists the ids you can call.`);
     }
-    const unavailable = unavailableError(found.model, family);
+    const unavailable = unavailableError(found.model, rules);
     if (unavailable) throw unavailable;
     if (!permitted(workspace, ref.id)) {
       throw new SluiceError('model_not_permitted', `This workspace's permitted models exclude ${ref.id}. A workspace owner must widen the set.`);
@@ -103,7 +106,7 @@ export async function resolveModel(
   } else {
     identifier = ref.identifier;
   }
-  const profile = await readOr(() => directory.profile(workspace.workspaceId, identifier), 'model_permissions_unreadable');
+  const profile = await readOr(requestId, () => directory.profile(workspace.workspaceId, identifier), 'model_permissions_unreadable');
   if (profile === undefined) {
     throw new SluiceError('model_not_found', `This workspace has no routing profile 'profile/${identifier}'.`);
   }
@@ -111,9 +114,9 @@ export async function resolveModel(
   let firstUnavailable: SluiceError | undefined;
   for (const id of profile.models) {
     const slash = id.indexOf('/');
-    const found = slash > 0 ? await pinned(catalog, id, id.slice(0, slash)) : undefined;
+    const found = slash > 0 ? await pinned(requestId, catalog, id, id.slice(0, slash)) : undefined;
     if (found === undefined) continue;
-    const unavailable = unavailableError(found.model, family);
+    const unavailable = unavailableError(found.model, rules);
     if (unavailable) {
       firstUnavailable ??= unavailable;
       continue;

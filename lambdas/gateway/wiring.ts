@@ -19,8 +19,8 @@ import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
 import type { RuntimeConfig } from '../shared/config';
-import { Gateway, type GatewayDeps, type GatewayRequest } from './app';
-import type { ResponseSink, Telemetry } from './ports';
+import { Gateway } from './app';
+import type { GatewayDeps, GatewayRequest, ResponseSink, Telemetry } from './ports';
 
 /** The adapters the gateway runs on, exposed so tests and benchmarks can count round trips. */
 export interface Wiring {
@@ -41,7 +41,7 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
   // Local mode prints a short line per request; deployed stages log EMF for CloudWatch.
   const telemetry: Telemetry = overrides.telemetry ?? (config.stage === 'local' ? new ConsoleTelemetry() : new EmfTelemetry(config.stage));
-  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => telemetry.count?.('TransactionConflicts', 1));
+  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => telemetry.count?.('TransactionConflicts', 1));
   const directory = new DynamoDirectory(wire, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
   const upstream = new HttpUpstream();

@@ -25,6 +25,8 @@ export const ENV = {
   secretSource: 'SLUICE_SECRET_SOURCE',
   /** Base URL of the local upstream simulator (provider `local`). */
   localUpstreamUrl: 'SLUICE_LOCAL_UPSTREAM_URL',
+  /** Days a usage row is kept before DynamoDB TTL collects it; unset keeps rows for good. */
+  usageRetentionDays: 'SLUICE_USAGE_RETENTION_DAYS',
 } as const;
 
 export interface RuntimeConfig {
@@ -38,6 +40,8 @@ export interface RuntimeConfig {
   readonly holdGraceMs: number;
   readonly attemptTimeoutMs: number;
   readonly secretSource: 'secrets-manager' | 'env';
+  /** Days a usage row is kept (its `ttl` is written that far after settlement); absent keeps it for good. */
+  readonly usageRetentionDays?: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
@@ -67,5 +71,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): RuntimeConfig 
     holdGraceMs: int(env, ENV.holdGraceMs, 60_000, 0),
     attemptTimeoutMs: int(env, ENV.attemptTimeoutMs, 120_000, 1),
     secretSource,
+    ...(env[ENV.usageRetentionDays] ? { usageRetentionDays: int(env, ENV.usageRetentionDays, 0, 1) } : {}),
   });
 }

@@ -83,6 +83,7 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     partitionKey: S('workspaceId'),
     sortKey: S('sk'),
     indexes: [],
+    ttlAttribute: 'ttl',
     stream: true,
   },
   /** Daily and monthly totals written by the aggregator, plus its de-duplication markers. */

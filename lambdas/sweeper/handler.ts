@@ -1,8 +1,10 @@
 /**
  * The sweeper Lambda: invoked by an EventBridge schedule every minute (locally, by a timer calling
  * this same handler). The event carries nothing the sweep needs; the clock decides what expired.
- * Adapters are built once, at cold start, from the validated configuration.
+ * Adapters are built once, at cold start, from the validated configuration. A `@middy/core`
+ * handler; middy's early timeout is off because the sweep keeps its own margin ({@link SAFETY_MS}).
  */
+import middy from '@middy/core';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
 import { documentClient } from '../adapters/dynamo-client';
@@ -27,7 +29,7 @@ const deps: SweepDeps = {
   ...(config.stage === 'local' ? { writeLine: () => undefined } : {}),
   doc,
   holdsTable: t('holds'),
-  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }, () => {
+  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => {
     conflicts += 1;
   }),
   stage: config.stage,
@@ -38,14 +40,20 @@ const deps: SweepDeps = {
   },
 };
 
+/** What the sweep reads of its invocation context (the local timer and tests pass only this). */
+export type SweepContext = Partial<Pick<Context, 'getRemainingTimeInMillis'>>;
+
 /**
  * Settles every expired hold. Resolves to how many this run settled; rejects with
  * {@link SweepIncompleteError} when some could not be (they stay open for the next tick).
  */
-export async function handler(_event: ScheduledEvent | unknown, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<{ swept: number }> {
+async function sweepOnce(_event: ScheduledEvent | unknown, context?: SweepContext): Promise<{ swept: number }> {
   const now = Date.now();
-  const remaining = context?.getRemainingTimeInMillis();
+  const remaining = context?.getRemainingTimeInMillis?.();
   const result = await sweep(remaining === undefined ? deps : { ...deps, deadline: now + remaining - SAFETY_MS }, now);
   if (result.failed > 0) throw new SweepIncompleteError(`${result.failed} expired hold(s) could not be settled; the next run tries again`);
   return { swept: result.swept };
 }
+
+/** The sweeper's Lambda handler. */
+export const handler = middy(sweepOnce, { timeoutEarlyInMillis: 0 }) as unknown as (event: ScheduledEvent | unknown, context?: SweepContext) => Promise<{ swept: number }>;

@@ -150,7 +150,7 @@ async function countLive(deps: SweepDeps, now: number): Promise<number> {
 
 /**
  * Settles every hold whose expiry is at or before `now`, then writes one EMF line with
- * `HoldsSwept`, `HoldsOutstanding`, `SpendMicros` and, when counted, `TransactionConflicts`
+ * `HoldsSwept`, `HoldsOutstanding`, `SpendMicros`, `ExpiredHoldsBacklog` and, when counted, `TransactionConflicts`
  * (namespace `Sluice`, dimension `Stage`).
  * A hold that fails to settle is logged and left for the next tick; it does not stop the rest.
  */
@@ -218,6 +218,8 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
     { Name: 'HoldsSwept', Unit: 'Count' },
     { Name: 'HoldsOutstanding', Unit: 'Count' },
     { Name: 'SpendMicros', Unit: 'Count' },
+    // Expired holds this run left open (failed or out of time): the backlog alarm's metric.
+    { Name: 'ExpiredHoldsBacklog', Unit: 'Count' },
   ];
   const conflicts = deps.takeConflicts?.();
   if (conflicts !== undefined) metrics.push({ Name: 'TransactionConflicts', Unit: 'Count' });
@@ -240,6 +242,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       HoldsSwept: swept,
       HoldsOutstanding: outstanding,
       SpendMicros: chargedMicros,
+      ExpiredHoldsBacklog: failed + deferred,
       ...(conflicts === undefined ? {} : { TransactionConflicts: conflicts }),
     }),
   );

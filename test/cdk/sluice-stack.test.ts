@@ -117,6 +117,7 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
           SLUICE_SECRET_SOURCE: 'secrets-manager',
           SLUICE_REQUEST_LIMIT_MS: '540000',
           SLUICE_HOLD_GRACE_MS: String(stageSettings(stage).holdGraceMs),
+          SLUICE_USAGE_RETENTION_DAYS: String(stageSettings(stage).usageRetentionDays),
           NODE_OPTIONS: '--enable-source-maps',
         },
       });
@@ -308,8 +309,8 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
 
   it('pins every function to nodejs22.x on arm64 with source maps on', () => {
     const fns = Object.values(resources(t(), 'AWS::Lambda::Function'));
-    // Gateway, aggregator, sweeper and the deploy-time catalog import.
-    expect(fns).toHaveLength(4);
+    // Gateway, aggregator, sweeper, the deploy-time catalog import and the low-credit notifier.
+    expect(fns).toHaveLength(5);
     for (const fn of fns) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',

@@ -4,28 +4,27 @@
  * completions forward every field, `store` included.
  */
 import { storeRefusal } from '../../lambdas/core/request-fields';
-import type { EndpointFamily } from '../../lambdas/shared/records';
 
 const refused = { status: 400, code: 'unsupported_value', param: 'store', type: 'invalid_request_error' };
 
-const cases: readonly [string, EndpointFamily, Record<string, unknown>, typeof refused | undefined][] = [
-  ['absent', 'responses', { model: 'm' }, undefined],
-  ['false', 'responses', { store: false }, undefined],
-  ['true', 'responses', { store: true }, refused],
-  ['the string "true"', 'responses', { store: 'true' }, refused],
-  ['the string "false"', 'responses', { store: 'false' }, refused],
-  ['1', 'responses', { store: 1 }, refused],
-  ['0', 'responses', { store: 0 }, refused],
-  ['null', 'responses', { store: null }, refused],
-  ['an object', 'responses', { store: {} }, refused],
-  ['an array', 'responses', { store: [false] }, refused],
-  ['true on chat completions (forwarded as sent)', 'chat_completions', { store: true }, undefined],
-  ['"yes" on chat completions', 'chat_completions', { store: 'yes' }, undefined],
+const cases: readonly [string, boolean, Record<string, unknown>, typeof refused | undefined][] = [
+  ['absent', true, { model: 'm' }, undefined],
+  ['false', true, { store: false }, undefined],
+  ['true', true, { store: true }, refused],
+  ['the string "true"', true, { store: 'true' }, refused],
+  ['the string "false"', true, { store: 'false' }, refused],
+  ['1', true, { store: 1 }, refused],
+  ['0', true, { store: 0 }, refused],
+  ['null', true, { store: null }, refused],
+  ['an object', true, { store: {} }, refused],
+  ['an array', true, { store: [false] }, refused],
+  ['true on chat completions (forwarded as sent)', false, { store: true }, undefined],
+  ['"yes" on chat completions', false, { store: 'yes' }, undefined],
 ];
 
 describe('storeRefusal', () => {
-  it.each(cases)('%s', (_name, family, body, expected) => {
-    const err = storeRefusal(family, body);
+  it.each(cases)('%s', (_name, refuses, body, expected) => {
+    const err = storeRefusal(refuses, body);
     if (expected === undefined) {
       expect(err).toBeUndefined();
       return;
@@ -35,6 +34,6 @@ describe('storeRefusal', () => {
 
   it('reads only own properties: an inherited store is not the body saying anything', () => {
     const body = Object.create({ store: true }) as Record<string, unknown>;
-    expect(storeRefusal('responses', body)).toBeUndefined();
+    expect(storeRefusal(true, body)).toBeUndefined();
   });
 });

@@ -1,0 +1,108 @@
+/**
+ * The benchmark's arguments and plans: what a full run and a quick one do, bounded by counts and
+ * durations. Arguments are read with `node:util`'s `parseArgs`.
+ */
+import { parseArgs as parseCommandLine } from 'node:util';
+
+// ---------------------------------------------------------------------------------------------
+// Plan
+
+export interface Plan {
+  readonly workspaces: number;
+  readonly warmupMs: number;
+  readonly latencyIterations: number;
+  readonly cpuRequests: number;
+  readonly concurrencies: readonly number[];
+  readonly sliceMs: number;
+  readonly rounds: number;
+  readonly ttfbStreams: number;
+  readonly gapStreams: number;
+  readonly gapTokens: number;
+  readonly gapDelayMs: number;
+  readonly shortTokens: number;
+  /** Paced streams in flight at once for the busy-process per-chunk CPU (`chunk-cpu.ts`). */
+  readonly busyConcurrency: number;
+  /** Streams per busy phase, and the output tokens of each long one. */
+  readonly busyStreams: number;
+  readonly busyTokens: number;
+  readonly bigBytes: number;
+  readonly initRuns: number;
+  /** TransactWriteItems over the AWS SDK, for its control figure. */
+  readonly sdkCalls: number;
+  /** Idle 2 ms sleeps timed for the wake-up control. */
+  readonly wakeups: number;
+  /** Requests the in-memory gateway serves for Sluice's own CPU (`own-cpu.ts`). */
+  readonly ownRequests: number;
+}
+
+export const FULL: Plan = {
+  workspaces: 64,
+  warmupMs: 3_000,
+  latencyIterations: 1_000,
+  cpuRequests: 500,
+  concurrencies: [16, 64],
+  sliceMs: 4_000,
+  rounds: 2,
+  ttfbStreams: 300,
+  gapStreams: 40,
+  gapTokens: 100,
+  gapDelayMs: 2,
+  shortTokens: 2,
+  busyConcurrency: 48,
+  busyStreams: 192,
+  busyTokens: 1_000,
+  bigBytes: 100 * 1024 * 1024,
+  initRuns: 7,
+  sdkCalls: 300,
+  wakeups: 500,
+  ownRequests: 20_000,
+};
+
+export const QUICK: Plan = {
+  ...FULL,
+  workspaces: 16,
+  warmupMs: 1_000,
+  latencyIterations: 150,
+  cpuRequests: 100,
+  sliceMs: 1_000,
+  rounds: 1,
+  ttfbStreams: 40,
+  gapStreams: 6,
+  busyStreams: 96,
+  busyTokens: 600,
+  bigBytes: 10 * 1024 * 1024,
+  initRuns: 3,
+  sdkCalls: 60,
+  wakeups: 200,
+  ownRequests: 5_000,
+};
+
+/** What the command line asked for. */
+export interface Options {
+  readonly quick: boolean;
+  readonly profile: boolean;
+  /** Only the store write map (`store-map.ts`). */
+  readonly storeMapOnly: boolean;
+  /** Leave the store write map out of a run. */
+  readonly noStoreMap: boolean;
+}
+
+/** Reads the run's switches; anything else is refused with the list of what is accepted. */
+export function parseArgs(argv: readonly string[]): Options {
+  try {
+    const { values } = parseCommandLine({
+      args: [...argv],
+      options: {
+        quick: { type: 'boolean', default: false },
+        profile: { type: 'boolean', default: false },
+        'store-map-only': { type: 'boolean', default: false },
+        'no-store-map': { type: 'boolean', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true };
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map)`);
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * Admission of a completion request: DESIGN's order of checks after the door, then one ledger
+ * transaction. Nothing is held before the last check passes, and every refusal still counts one
+ * request against the key's rate (see `counted`).
+ *
+ * body to the ceiling (413) and parsed (400) → the model field (400) → `store` on responses (400)
+ * → resolution against catalog, profiles and the permitted set (404, 403) → a provider key (503)
+ * → the pause (503) → pricing and the ceiling (503, 400) → admission (402 before 429).
+ */
+import { storeRefusal } from '../core/request-fields';
+import { SluiceError } from '../core/errors';
+import { candidateSize } from '../core/charge';
+import { MAX_BODY_BYTES, DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
+import { parseModelField } from '../core/model-id';
+import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
+import type { HoldRecord } from '../shared/records';
+import { counted, type Caller } from './authenticate';
+import { guarded } from './faults';
+import type { AdmissionLimits, AdmitOutcome, AdmitRequest, GatewayRequest, RequestContext } from './ports';
+import { serviceKeyAvailable } from './providers';
+import { refusalError } from './refusals';
+import { resolveModel, type Candidate } from './resolve';
+import type { FamilyRules } from './routes';
+
+/** A candidate that can be priced, with the hold it alone would need (none on the workspace's own key). */
+export interface PricedCandidate extends Candidate {
+  readonly size?: HoldSize;
+}
+
+/** An admitted request: its hold, its parsed body, and the models it may be served by, in order. */
+export interface Admitted {
+  readonly hold: HoldRecord;
+  readonly limits: AdmissionLimits;
+  readonly rules: FamilyRules;
+  /** The body as the client sent it, and parsed. */
+  readonly text: string;
+  readonly body: Readonly<Record<string, unknown>>;
+  readonly requestedModel: string;
+  /** The caller named a route (a profile or `sluice/auto`), not one model. */
+  readonly route: boolean;
+  readonly candidates: readonly PricedCandidate[];
+}
+
+/** SPEC's 413. */
+export function tooLarge(): SluiceError {
+  return new SluiceError('payload_too_large', `The request body is larger than ${MAX_BODY_BYTES} bytes.`);
+}
+
+/** SPEC's 503 for a paused workspace. */
+export function pausedError(): SluiceError {
+  return new SluiceError('paused_by_owner', "The workspace's owner has paused it; requests are refused until the owner lifts the pause.");
+}
+
+/** How admission ended: admitted, or refused with SPEC's answer (and the model named, once the field was read). */
+export type Admission = { readonly admitted: Admitted } | { readonly refused: SluiceError; readonly model?: string };
+
+/** Runs the checks and the admission. A fault that is not a refusal is thrown. */
+export async function admit(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller): Promise<Admission> {
+  const { deps } = ctx;
+  const now = deps.clock();
+  const named: { model?: string } = {};
+  let checked: Checked;
+  try {
+    checked = await check(ctx, req, rules, caller, named);
+  } catch (err) {
+    if (!(err instanceof SluiceError)) throw err;
+    return { refused: await counted(ctx, caller, err), ...named };
+  }
+  const refused = (error: SluiceError): Admission => ({ refused: error, model: checked.requestedModel });
+  // A fault reading the limits or admitting is the store's, not the request's: it is not counted.
+  let limits: AdmissionLimits;
+  let outcome: AdmitOutcome;
+  try {
+    limits = await limitsFor(ctx, caller);
+    outcome = await guarded(
+      ctx.requestId,
+      'admit',
+      () => deps.ledger.admit(admitRequest(ctx, caller, rules, checked, limits, now)),
+      () => new SluiceError('balance_unavailable', 'The balance cannot be read right now; try again shortly.'),
+    );
+  } catch (err) {
+    if (err instanceof SluiceError) return refused(err);
+    throw err;
+  }
+  if (!outcome.admitted) return refused(await counted(ctx, caller, refusalError(outcome.refusal, limits)));
+  const { text, body, requestedModel, route, candidates } = checked;
+  return { admitted: { hold: outcome.hold, limits, rules, text, body, requestedModel, route, candidates } };
+}
+
+/** The ledger's admission: the dearest candidate's hold under every limit of the caller. */
+function admitRequest(ctx: RequestContext, caller: Caller, rules: FamilyRules, checked: Checked, limits: AdmissionLimits, now: number): AdmitRequest {
+  const { largest } = checked;
+  return {
+    holdId: ctx.requestId,
+    workspaceId: caller.workspace.workspaceId,
+    keyId: caller.key.keyId,
+    memberId: caller.key.memberId,
+    family: rules.family,
+    requestedModel: checked.requestedModel,
+    amountMicros: largest?.amountMicros ?? 0,
+    inputMicros: largest?.inputMicros ?? 0,
+    // Only a chain served wholly on the workspace's own keys holds nothing.
+    byok: largest === undefined,
+    limits,
+    now,
+    expiresAt: now + ctx.deps.config.requestLimitMs + ctx.deps.config.holdGraceMs,
+  };
+}
+
+interface Checked {
+  readonly text: string;
+  readonly body: Readonly<Record<string, unknown>>;
+  readonly requestedModel: string;
+  readonly route: boolean;
+  readonly candidates: readonly PricedCandidate[];
+  /** The most expensive candidate's hold; undefined when every candidate runs on the workspace's own key. */
+  readonly largest: HoldSize | undefined;
+}
+
+/** Every check before the ledger, in DESIGN's order. */
+async function check(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller, named: { model?: string }): Promise<Checked> {
+  const { deps } = ctx;
+  if (req.body.length > MAX_BODY_BYTES) throw tooLarge();
+  const text = req.body.toString('utf8');
+  const body = parseBody(text);
+
+  const ref = parseModelField(body.model);
+  named.model = ref.id;
+  const storeError = storeRefusal(rules.refusesStore, body);
+  if (storeError !== undefined) throw storeError;
+
+  const resolution = await guarded(
+    ctx.requestId,
+    'resolve',
+    () => resolveModel(ctx.requestId, ref, rules, caller.workspace, deps.catalog, deps.workspaces),
+    () => new SluiceError('model_pricing_unreadable', 'The model catalog cannot be read right now.'),
+  );
+  const keyed: Candidate[] = [];
+  for (const c of resolution.candidates) {
+    if (c.byokSecret !== undefined || (await serviceKeyAvailable(c.provider, deps))) keyed.push(c);
+  }
+  if (keyed.length === 0) {
+    throw new SluiceError('no_provider_configured', `No provider key is configured for ${resolution.candidates.map((c) => c.provider.name).join(', ')}.`);
+  }
+
+  if (caller.workspace.paused) throw pausedError();
+
+  // A route drops a member it cannot price (no maximum output and no ceiling sent, a prompt too
+  // large for its window) and is refused only when no member is left; the hold covers the most
+  // expensive member that remains. Each keeps its own size for its estimate and its stream.
+  const candidates: PricedCandidate[] = [];
+  let largest: HoldSize | undefined;
+  let unpriced: SluiceError | undefined;
+  for (const c of keyed) {
+    if (c.byokSecret !== undefined) {
+      candidates.push(c);
+      continue;
+    }
+    try {
+      const size = candidateSize(c.model, body, req.body.length, rules.family);
+      if (largest === undefined || size.amountMicros > largest.amountMicros) largest = size;
+      candidates.push({ ...c, size });
+    } catch (err) {
+      if (!(err instanceof SluiceError)) throw err;
+      unpriced ??= err;
+    }
+  }
+  if (candidates.length === 0) throw unpriced ?? new SluiceError('model_not_priceable', 'No model of this route can be priced right now.');
+  return { text, body, requestedModel: ref.id, route: resolution.route, candidates, largest };
+}
+
+function parseBody(text: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new SluiceError('invalid_json', 'The request body is not valid JSON.');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new SluiceError('invalid_body', 'The request body must be a JSON object.');
+  return parsed as Record<string, unknown>;
+}
+
+async function limitsFor(ctx: RequestContext, caller: Caller): Promise<AdmissionLimits> {
+  const { key, workspace } = caller;
+  const memberId = key.memberId;
+  const member =
+    memberId === undefined
+      ? undefined
+      : await guarded(
+          ctx.requestId,
+          'limits',
+          () => ctx.deps.workspaces.member(workspace.workspaceId, memberId),
+          () => new SluiceError('balance_unavailable', 'The member limits cannot be read right now; try again shortly.'),
+        );
+  return {
+    keyLimitMicros: key.creditLimitMicros,
+    keyWindow: key.creditWindow ?? 'monthly',
+    memberLimitMicros: member?.monthlyLimitMicros,
+    workspaceLimitMicros: workspace.monthlyLimitMicros,
+    spendRateCapMicros: (workspace.spendRateCapMinor ?? DEFAULT_SPEND_RATE_CAP_MINOR) * MICROS_PER_MINOR,
+    keyRatePerMinute: ctx.deps.config.keyRatePerMinute,
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * The notifier's DynamoDB side. Thresholds are the `lowCreditThresholdMicros` attribute of a
+ * workspace's `META` item; a recorded crossing is an item of its own beside it, sk
+ * {@link LOW_CREDIT_SK}, so that a rewrite of `META` by the management API cannot lose it.
+ */
+import { DeleteCommand, GetCommand, PutCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { BalanceReader, LowCreditNotice, NoticeStore, WatchedWorkspace } from './ports';
+
+/** Sort key of the recorded crossing in the workspaces table (pk is the workspace id). */
+export const LOW_CREDIT_SK = 'NOTICE#LOW_CREDIT';
+
+function isConditionFailure(err: unknown): boolean {
+  return err instanceof Error && err.name === 'ConditionalCheckFailedException';
+}
+
+/** {@link NoticeStore} on the workspaces table. */
+export class DynamoNoticeStore implements NoticeStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly workspacesTable: string,
+  ) {}
+
+  /**
+   * One filtered scan of the workspaces table a run. It is small (settings, members, profiles)
+   * and read once per schedule tick, off the request path; if it grows, a sparse index on the
+   * threshold replaces the scan without changing the port.
+   */
+  async *watched(): AsyncIterable<WatchedWorkspace> {
+    const found = new Map<string, { thresholdMicros?: unknown; crossingId?: string }>();
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.doc.send(
+        new ScanCommand({
+          TableName: this.workspacesTable,
+          FilterExpression: '(sk = :meta AND attribute_exists(lowCreditThresholdMicros)) OR sk = :notice',
+          ProjectionExpression: 'pk, sk, lowCreditThresholdMicros, crossingId',
+          ExpressionAttributeValues: { ':meta': 'META', ':notice': LOW_CREDIT_SK },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        if (typeof item.pk !== 'string') continue;
+        const entry = found.get(item.pk) ?? {};
+        if (item.sk === 'META') entry.thresholdMicros = item.lowCreditThresholdMicros;
+        else if (typeof item.crossingId === 'string') entry.crossingId = item.crossingId;
+        found.set(item.pk, entry);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start !== undefined);
+    for (const [workspaceId, entry] of found) yield { workspaceId, ...entry };
+  }
+
+  async record(notice: LowCreditNotice): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.workspacesTable,
+          Item: {
+            pk: notice.workspaceId,
+            sk: LOW_CREDIT_SK,
+            crossingId: notice.crossingId,
+            thresholdMicros: notice.thresholdMicros,
+            availableMicros: notice.availableMicros,
+            notifiedAt: notice.at,
+          },
+          // One record per crossing: a second check that saw the same crossing loses here.
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+  }
+
+  async clear(workspaceId: string, crossingId: string): Promise<void> {
+    try {
+      await this.doc.send(
+        new DeleteCommand({
+          TableName: this.workspacesTable,
+          Key: { pk: workspaceId, sk: LOW_CREDIT_SK },
+          // Only the crossing this run saw: a newer one recorded meanwhile stays.
+          ConditionExpression: 'crossingId = :c',
+          ExpressionAttributeValues: { ':c': crossingId },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+    }
+  }
+}
+
+/**
+ * The workspace's available credit from its `BALANCE` item in the ledger table. The one place
+ * the notifier knows the ledger's layout: when the balance is split into escrow slices, this
+ * becomes the store's own `readBalance` (the sum of the slices) and nothing else changes.
+ */
+export function readBalance(doc: DynamoDBDocumentClient, ledgerTable: string): BalanceReader {
+  return async (workspaceId) => {
+    const out = await doc.send(new GetCommand({ TableName: ledgerTable, Key: { pk: `WS#${workspaceId}`, sk: 'BALANCE' }, ProjectionExpression: 'availableMicros' }));
+    const available = out.Item?.availableMicros;
+    return typeof available === 'number' ? available : undefined;
+  };
+}

@@ -1,0 +1,97 @@
+/**
+ * cdk-nag on Sluice: the AwsSolutions and Serverless packs run on every synth (`bin/app.ts`) and
+ * in the CDK tests, which require zero unacknowledged findings. Every acknowledgement is here,
+ * with its reason, on the narrowest construct that carries the finding, so a new resource that
+ * breaks a rule is reported rather than silently covered.
+ */
+import { Validations, type App, type Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import { AwsSolutionsChecks, ServerlessChecks, type NagPack } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
+import type { StageSettings } from './stage';
+
+/** The packs Sluice is held to. */
+export function nagPacks(): NagPack[] {
+  return [new AwsSolutionsChecks(), new ServerlessChecks()];
+}
+
+/** Runs both packs as validation plugins of the app: a finding fails `cdk synth`. */
+export function applyNag(app: App): void {
+  Validations.of(app).addPlugins(...nagPacks());
+}
+
+function ack(scope: IConstruct | undefined, id: string, reason: string): void {
+  if (scope === undefined) throw new Error(`cdk-nag acknowledgement ${id}: construct not found`);
+  Validations.of(scope).acknowledge({ id, reason });
+}
+
+function child(scope: IConstruct, path: string): IConstruct | undefined {
+  let node: IConstruct | undefined = scope;
+  for (const id of path.split('/')) node = node?.node.tryFindChild(id);
+  return node;
+}
+
+/** Stack-wide decisions: each applies to every function of the stage, by design. */
+const STACK_WIDE: ReadonlyArray<readonly [string, string]> = [
+  [
+    'AwsSolutions-L1',
+    'Runtimes are pinned to nodejs22.x on purpose (DESIGN 2: a runtime upgrade is a reviewed change, never NODEJS_LATEST); the CDK tests assert the pin.',
+  ],
+  ['Serverless-LambdaLatestVersion', 'Same pin as AwsSolutions-L1: nodejs22.x, upgraded by a reviewed change.'],
+  [
+    'Serverless-LambdaDLQ',
+    'No function is invoked asynchronously with work to lose: the gateway answers its URL synchronously, the aggregator\'s stream mapping sends failures to its own SQS queue, the catalog import answers CloudFormation itself, and the sweeper and notifier are schedule ticks whose next run redoes the work.',
+  ],
+  [
+    'Serverless-LambdaTracing',
+    'Requests are traced by request id on one EMF log line each; X-Ray would add a per-request cost and a wildcard IAM grant for no signal the metrics and logs lack.',
+  ],
+];
+
+/**
+ * Acknowledges, with reasons, the findings that are decisions rather than holes, each on the
+ * construct it concerns. Called by the stack once every construct exists.
+ */
+export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings, 'byokSecretPrefix'>): void {
+  for (const [id, reason] of STACK_WIDE) ack(stack, id, reason);
+
+  ack(
+    child(stack, 'ProviderSecrets'),
+    'AwsSolutions-SMG4',
+    'These secrets hold the API keys providers issue; a key is rotated at the provider, by an operator, and there is no rotation API a rotation Lambda could call.',
+  );
+
+  const byok = child(stack, 'Gateway');
+  ack(
+    byok,
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
+    'Workspaces\' own provider keys are created at run time under the stage\'s BYOK prefix, so their names are unknown at deploy; the grant is GetSecretValue under that prefix only.',
+  );
+
+  // CDK's table grants include the table's own indexes (`<table arn>/index/*`): scoped to one table.
+  for (const table of ['keys', 'holds', 'workspaces', 'ledger', 'usage', 'rollups', 'catalog']) {
+    const cfn = child(stack, `Tables/${table.charAt(0).toUpperCase()}${table.slice(1)}Table/Resource`) as dynamodb.CfnTable | undefined;
+    if (cfn === undefined) continue;
+    ack(
+      stack,
+      `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(cfn)}.Arn>/index/*]`,
+      `Reads through the ${table} table's own secondary indexes; the wildcard covers index names of that one table only.`,
+    );
+  }
+
+  const aggregator = child(stack, 'Aggregator');
+  ack(aggregator, 'AwsSolutions-IAM5[Resource::*]', 'dynamodb:ListStreams, added by the stream event source, cannot be scoped to a resource.');
+  const dlq = child(stack, 'Aggregator/DeadLetters');
+  ack(dlq, 'AwsSolutions-SQS3', 'This queue is the dead-letter destination of the usage stream mapping; a dead-letter queue needs no dead-letter queue of its own.');
+  ack(dlq, 'Serverless-SQSRedrivePolicy', 'Same queue: it is itself the dead-letter destination, nothing redrives from it automatically.');
+
+  for (const scheduled of ['Sweeper', 'LowCredit']) {
+    const scope = child(stack, scheduled);
+    ack(
+      scope,
+      'Serverless-LambdaAsyncFailureDestination',
+      'A failed tick is not retried or kept: the next tick, a minute or five later, does the same work, and the function\'s error alarm reaches the alarm topic.',
+    );
+    ack(scope, 'Serverless-EventBusDLQ', 'A schedule tick that cannot be delivered needs no replay: the next tick does the same work.');
+  }
+}
