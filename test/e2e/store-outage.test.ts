@@ -114,7 +114,7 @@ it('refusing connections: 503 at once; a settlement that could not be written is
     quiet.mockRestore();
   }
   // The failure is logged by kind, never with a body.
-  expect(logged.some((l) => l.includes('settle_failed'))).toBe(true);
+  expect(logged.some((l) => l.includes('"phase":"settle"'))).toBe(true);
   expect(logged.join('\n')).not.toContain('hello');
 
   db = await startDynamoLocal({ dataDir, port, readyTimeoutMs: 60_000 });

@@ -24,10 +24,10 @@ for (const row of Object.values(ERROR_CATALOG)) OWN.set(row.code, [...(OWN.get(r
 const ROUTED = ['/v1/chat/completions', '/v1/responses'];
 
 const model = fc.oneof(
-  fc.constantFrom('local/sim-small', 'local/sim-large', 'local/sim-chat-only', 'local/sim-no-max', 'local/sim-retired', 'local/does-not-exist', 'sim-small', 'profile/none', 'sluice/auto', 'local/org/sim-nested'),
-  fc.string({ maxLength: 140 }),
-  fc.constant(undefined),
-  fc.integer(),
+  { weight: 6, arbitrary: fc.constantFrom('local/sim-small', 'local/sim-large', 'local/sim-chat-only', 'local/sim-no-max', 'local/sim-retired', 'local/does-not-exist', 'sim-small', 'profile/none', 'sluice/auto', 'local/org/sim-nested') },
+  { weight: 1, arbitrary: fc.string({ maxLength: 140 }) },
+  { weight: 1, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.integer() },
 );
 const ceiling = fc.oneof(fc.constant(undefined), fc.integer({ min: 1, max: 64 }), fc.constantFrom('abc', -1, 0, 1e12, null));
 const store = fc.oneof(fc.constant(undefined), fc.constantFrom(false, true, 'true', 'false', 1, 0, null));
@@ -51,7 +51,7 @@ function render(path: string, b: { raw: string } | Record<string, unknown>): str
 }
 
 const request = fc.record({
-  method: fc.constantFrom('GET', 'POST', 'POST', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'),
+  method: fc.oneof({ weight: 8, arbitrary: fc.constant('POST') }, { weight: 3, arbitrary: fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS') }),
   path: fc.oneof(
     { weight: 6, arbitrary: fc.constantFrom(...ROUTED) },
     { weight: 2, arbitrary: fc.constantFrom('/v1/models', '/v1/models/local/sim-small', '/v1/models/local%2Fsim-small', '/v1/models/nope/none') },
