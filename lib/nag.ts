@@ -35,7 +35,7 @@ function child(scope: IConstruct, path: string): IConstruct | undefined {
 const STACK_WIDE: ReadonlyArray<readonly [string, string]> = [
   [
     'AwsSolutions-L1',
-    'Runtimes are pinned to nodejs22.x on purpose (DESIGN 2: a runtime upgrade is a reviewed change, never NODEJS_LATEST); the CDK tests assert the pin.',
+    'Runtimes are pinned to nodejs22.x on purpose (a runtime upgrade is a reviewed change, never NODEJS_LATEST); the CDK tests assert the pin.',
   ],
   ['Serverless-LambdaLatestVersion', 'Same pin as AwsSolutions-L1: nodejs22.x, upgraded by a reviewed change.'],
   [

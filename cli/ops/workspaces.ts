@@ -3,9 +3,9 @@
  * cap, the permitted-model set and the default route.
  */
 import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../../lambdas/core/limits';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { monthId, windowKeys } from '../../lambdas/core/windows';
-import type { BalanceRecord, MemberRecord, WindowRecord, WorkspaceRecord } from '../../lambdas/shared/records';
+import { monthId } from '../../lambdas/core/windows';
+import type { BalanceRecord, MemberRecord, WorkspaceRecord } from '../../lambdas/shared/records';
+import { readBalance } from '../../lambdas/store/balance';
 import type { AdminContext } from '../context';
 import {
   BALANCE,
@@ -127,16 +127,14 @@ export async function showWorkspace(ctx: AdminContext, input: { workspaceId: str
   const ws = await requireWorkspace(ctx, input.workspaceId);
   const now = nowOf(ctx);
   const month = monthId(now);
-  const [members, profiles, balanceOut, monthOut] = await Promise.all([
+  const [members, profiles, summary] = await Promise.all([
     listMemberRecords(ctx, ws.workspaceId),
     listProfileRecords(ctx, ws.workspaceId),
-    ctx.doc.send(new GetCommand({ TableName: table(ctx, 'ledger'), Key: { pk: ledgerPk(ws.workspaceId), sk: BALANCE }, ConsistentRead: true })),
-    ctx.doc.send(
-      new GetCommand({ TableName: table(ctx, 'ledger'), Key: { pk: ledgerPk(ws.workspaceId), sk: windowKeys.workspace(now) }, ConsistentRead: true }),
-    ),
+    // The ledger may be split into slices: the store sums them from one consistent read.
+    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), holds: table(ctx, 'holds'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
   ]);
-  const balance = balanceOut.Item as BalanceRecord | undefined;
-  const window = monthOut.Item as WindowRecord | undefined;
+  const balance = summary;
+  const window = summary.month;
   return {
     workspaceId: ws.workspaceId,
     name: ws.name,

@@ -23,10 +23,11 @@
 import { createHash, createHmac, randomUUID, type Hash, type Hmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import { BatchGetCommand, GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type {
   BatchGetCommandOutput,
   GetCommandOutput,
+  TransactGetCommandOutput,
   TransactWriteCommandOutput,
   UpdateCommandOutput,
 } from '@aws-sdk/lib-dynamodb';
@@ -40,6 +41,8 @@ export interface DocumentSender {
   send(command: UpdateCommand): Promise<UpdateCommandOutput>;
   send(command: GetCommand): Promise<GetCommandOutput>;
   send(command: BatchGetCommand): Promise<BatchGetCommandOutput>;
+  /** The ledger's consistent snapshot of every slice, read when a refusal is considered. */
+  send(command: TransactGetCommand): Promise<TransactGetCommandOutput>;
 }
 
 /** AWS credentials as the SDK's providers give them. */
@@ -226,7 +229,8 @@ export class DynamoWire implements DocumentSender {
   send(command: UpdateCommand): Promise<UpdateCommandOutput>;
   send(command: GetCommand): Promise<GetCommandOutput>;
   send(command: BatchGetCommand): Promise<BatchGetCommandOutput>;
-  async send(command: TransactWriteCommand | UpdateCommand | GetCommand | BatchGetCommand): Promise<unknown> {
+  send(command: TransactGetCommand): Promise<TransactGetCommandOutput>;
+  async send(command: TransactWriteCommand | UpdateCommand | GetCommand | BatchGetCommand | TransactGetCommand): Promise<unknown> {
     if (command instanceof TransactWriteCommand) {
       const input = command.input;
       const items = (input.TransactItems ?? []).map((item) => {
@@ -258,6 +262,12 @@ export class DynamoWire implements DocumentSender {
         unprocessed[table] = { ...entry, Keys: (entry.Keys ?? []).map((k) => unmarshall(k)) };
       }
       return { $metadata: {}, ...out, Responses: responses, UnprocessedKeys: unprocessed } as BatchGetCommandOutput;
+    }
+    if (command instanceof TransactGetCommand) {
+      const items = (command.input.TransactItems ?? []).map((item) => ({ Get: marshalEntry(item.Get as Json) }));
+      const out = await this.call('TransactGetItems', { ...command.input, TransactItems: items });
+      const responses = ((out.Responses ?? []) as { Item?: Av }[]).map((r) => ({ Item: fromAv(r.Item) }));
+      return { $metadata: {}, ...out, Responses: responses } as TransactGetCommandOutput;
     }
     throw new TypeError(`DynamoWire does not send ${(command as object).constructor.name}`);
   }

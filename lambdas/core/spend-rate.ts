@@ -41,3 +41,38 @@ export function spendRetryAfterSeconds(earliestLive: number | undefined, now: nu
   if (earliestLive === undefined) return 1;
   return Math.max(1, Math.ceil((bucketExpiry(earliestLive) - now) / 1000));
 }
+
+/**
+ * Slots of the bounded spend-rate record on a ledger slice: second `s` lives in slot `s mod 64`.
+ * A slot is reused 64 s later, after its reservation stopped counting (61 s at most), so the
+ * record never grows with traffic; the writer that finds an aged-out second in its slot removes
+ * it and returns its amount to the slice's headroom in the same write.
+ */
+export const RATE_SLOTS = 64;
+
+/** The slot a second's reservations go in. */
+export function slotOf(second: number): number {
+  return ((second % RATE_SLOTS) + RATE_SLOTS) % RATE_SLOTS;
+}
+
+/** One occupied slot as stored: its second and what was reserved in it. */
+export interface RateSlot {
+  readonly slot: number;
+  readonly second: number;
+  readonly micros: number;
+}
+
+/** Splits slots into what still counts at `now` and what has aged out. */
+export function partitionSlots(
+  slots: readonly RateSlot[],
+  now: number,
+): { readonly liveMicros: number; readonly expired: readonly RateSlot[]; readonly earliestLive?: number } {
+  const buckets: Record<string, number> = {};
+  const expired: RateSlot[] = [];
+  for (const s of slots) {
+    if (bucketExpiry(s.second) <= now) expired.push(s);
+    else buckets[String(s.second)] = (buckets[String(s.second)] ?? 0) + s.micros;
+  }
+  const live = partitionBuckets(buckets, now);
+  return live.earliestLive === undefined ? { liveMicros: live.liveMicros, expired } : { liveMicros: live.liveMicros, expired, earliestLive: live.earliestLive };
+}

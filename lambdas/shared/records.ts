@@ -74,10 +74,11 @@ export interface ProfileRecord {
 }
 
 /**
- * ledger table, pk `WS#<workspaceId>`, sk `BALANCE`. `available + held + spent` equals every
- * credit ever added. The spend-rate window lives on the same item: `rateTotal` is an upper
- * bound of what was reserved in the last 60 s (entries not yet pruned still count), `rateLog`
- * the reservations as `[epochMs, micros]`, `rateHead` how many entries pruning has removed.
+ * ledger table, one slice of a workspace's ledger: pk `WS#<workspaceId>` (slice 0) or
+ * `WS#<workspaceId>#S<n>`, sk `BALANCE`. On every slice `available + held + spent = credited`;
+ * summed over slices, `credited` is every credit ever added. The spend-rate headroom lives on
+ * the same item (`rateCap`, `rateRoom`, `rateTotal` and 64 cyclic slots `r<k>`/`s<k>`, bounded);
+ * see `lambdas/store/items.ts` and docs/store.md.
  */
 export interface BalanceRecord {
   readonly pk: string;
@@ -86,15 +87,22 @@ export interface BalanceRecord {
   readonly heldMicros: number;
   readonly spentMicros: number;
   readonly creditedMicros: number;
+  readonly rateCap?: number;
+  readonly rateRoom?: number;
   readonly rateTotal?: number;
-  readonly rateLog?: readonly (readonly [number, number])[];
-  readonly rateHead?: number;
+  /** Slice 0 only: how many slices admissions use (absent: 1). */
+  readonly sliceCount?: number;
+  /** Slice 0 only: the most slices ever used, so retired ones are still read. */
+  readonly sliceHigh?: number;
+  /** Slice 0 only: the operator's setting; automatic growth never goes below it. */
+  readonly sliceFloor?: number;
 }
 
 /**
- * ledger table, one limit window: sk `KEYWIN#<keyId>#<windowId>`, `MEMBERMONTH#<memberId>#<yyyy-mm>`,
- * `MONTH#<yyyy-mm>`. `used = settled + held`, kept as its own attribute because a condition
- * cannot add.
+ * ledger table, one limit window: `KEY#<keyId>` / `KEYWIN#<keyId>#<windowId>`,
+ * `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`, and each slice's share of the
+ * workspace month, `<slice pk>` / `MONTH#<yyyy-mm>` (with `roomMicros` and `limitMicros`).
+ * `used = settled + held`, kept as its own attribute because a condition cannot add.
  */
 export interface WindowRecord {
   readonly pk: string;
@@ -127,8 +135,13 @@ export interface HoldRecord {
   readonly createdAt: number;
   /** Epoch ms after which the request cannot still be running (540 s limit plus grace). */
   readonly expiresAt: number;
-  /** `1` while open: makes the hold visible in the sweeper's sparse index. */
-  readonly open: '1';
+  /**
+   * The sweeper's index shard (`X<n>`, from the hold id): spreads the index's writes over
+   * EXPIRY_SHARDS partition key values; the sweeper reads every shard.
+   */
+  readonly expiryShard: string;
+  /** The ledger slice the hold was taken from (absent: slice 0). */
+  readonly slice?: number;
   readonly ttl: number;
 }
 
@@ -154,6 +167,8 @@ export type Outcome =
 
 /** usage table: metadata about one settled request. Never a prompt or a reply. */
 export interface UsageRecord {
+  /** `<workspaceId>#U<n>`: a workspace's rows spread over USAGE_SHARDS partition key values. */
+  readonly pk?: string;
   readonly workspaceId: string;
   readonly sk: string; // `<iso time>#<requestId>`
   readonly requestId: string;

@@ -39,8 +39,14 @@ export type TableName = 'keys' | 'workspaces' | 'ledger' | 'holds' | 'usage' | '
 const S = (name: string): KeyAttribute => ({ name, type: 'S' });
 const N = (name: string): KeyAttribute => ({ name, type: 'N' });
 
-/** Name of the sparse index the sweeper queries for holds by expiry. */
-export const HOLDS_BY_EXPIRY = 'byExpiry';
+/**
+ * Name of the index the sweeper queries for holds by expiry: partition `expiryShard` (one of
+ * EXPIRY_SHARDS values, from the hold id), sort `expiresAt`. Sharded so that no index key is
+ * written by every request of the service.
+ */
+export const HOLDS_BY_EXPIRY = 'byExpiryShard';
+/** Name of the index finding one request's usage row by its request id. */
+export const USAGE_BY_REQUEST = 'byRequest';
 /** Name of the index listing a workspace's keys. */
 export const KEYS_BY_WORKSPACE = 'byWorkspace';
 
@@ -60,7 +66,11 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     indexes: [],
     stream: false,
   },
-  /** Money: the balance (sk `BALANCE`) and every limit window, all under pk `WS#<workspaceId>`. */
+  /**
+   * Money: each workspace's ledger slices (sk `BALANCE`) with their month shares, each key's own
+   * items under `KEY#<keyId>`, each member's month under `MEMBER#<ws>#<memberId>`. Layout:
+   * `lambdas/store/keys.ts`.
+   */
   ledger: {
     name: 'ledger',
     partitionKey: S('pk'),
@@ -69,20 +79,24 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     ttlAttribute: 'ttl',
     stream: false,
   },
-  /** Open credit holds, one per admitted request; `open` marks them for the sweeper's index. */
+  /** Open credit holds, one per admitted request; `expiryShard` puts them in the sweeper's index. */
   holds: {
     name: 'holds',
     partitionKey: S('holdId'),
-    indexes: [{ indexName: HOLDS_BY_EXPIRY, partitionKey: S('open'), sortKey: N('expiresAt') }],
+    indexes: [{ indexName: HOLDS_BY_EXPIRY, partitionKey: S('expiryShard'), sortKey: N('expiresAt') }],
     ttlAttribute: 'ttl',
     stream: false,
   },
-  /** One metadata-only row per settled request; its stream feeds the aggregator. */
+  /**
+   * One metadata-only row per settled request; its stream feeds the aggregator. Partition
+   * `<workspaceId>#U<n>` (USAGE_SHARDS per workspace, from the request id), sort
+   * `<iso time>#<requestId>`; `byRequest` finds one request's row.
+   */
   usage: {
     name: 'usage',
-    partitionKey: S('workspaceId'),
+    partitionKey: S('pk'),
     sortKey: S('sk'),
-    indexes: [],
+    indexes: [{ indexName: USAGE_BY_REQUEST, partitionKey: S('requestId') }],
     ttlAttribute: 'ttl',
     stream: true,
   },

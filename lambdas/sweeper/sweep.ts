@@ -13,10 +13,10 @@
  * Idempotent by construction: `Ledger.settle` is conditional on the hold still existing, so a
  * second sweep, an overlapping run, or the gateway settling at the same moment changes nothing.
  */
-import { GetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Ledger, Settlement } from '../gateway/ports';
 import type { EndpointFamily, HoldRecord } from '../shared/records';
-import { HOLDS_BY_EXPIRY } from '../shared/schema';
+import { scanExpiryIndex } from '../store/holds';
 
 /** What {@link sweep} runs on. */
 export interface SweepDeps {
@@ -102,7 +102,8 @@ function asHold(item: Record<string, unknown>): StoredHold | undefined {
     byok,
     createdAt,
     expiresAt,
-    open: '1',
+    expiryShard: typeof item.expiryShard === 'string' ? item.expiryShard : '',
+    ...(isInt(item.slice) ? { slice: item.slice } : {}),
     ttl: isInt(ttl) ? ttl : 0,
     ...(isInt(pending) ? { pendingChargeMicros: pending } : {}),
   };
@@ -124,28 +125,6 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-}
-
-/** Counts the open holds that have not expired yet (requests that may still be running). */
-async function countLive(deps: SweepDeps, now: number): Promise<number> {
-  let count = 0;
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await deps.doc.send(
-      new QueryCommand({
-        TableName: deps.holdsTable,
-        IndexName: HOLDS_BY_EXPIRY,
-        KeyConditionExpression: '#open = :open AND expiresAt > :now',
-        ExpressionAttributeNames: { '#open': 'open' },
-        ExpressionAttributeValues: { ':open': '1', ':now': now },
-        Select: 'COUNT',
-        ExclusiveStartKey: start,
-      }),
-    );
-    count += page.Count ?? 0;
-    start = page.LastEvaluatedKey;
-  } while (start !== undefined);
-  return count;
 }
 
 /**
@@ -194,26 +173,12 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
     }
   };
 
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await deps.doc.send(
-      new QueryCommand({
-        TableName: deps.holdsTable,
-        IndexName: HOLDS_BY_EXPIRY,
-        KeyConditionExpression: '#open = :open AND expiresAt <= :now',
-        ExpressionAttributeNames: { '#open': 'open' },
-        ExpressionAttributeValues: { ':open': '1', ':now': now },
-        // The index projects everything, but only the id is trusted (see settleOne).
-        ProjectionExpression: 'holdId',
-        ExclusiveStartKey: start,
-      }),
-    );
-    await eachLimited(page.Items ?? [], CONCURRENCY, settleOne);
-    start = page.LastEvaluatedKey;
-    // Past the deadline, reading further pages would only spend the time the function has left.
-  } while (start !== undefined && !(deps.deadline !== undefined && clock() >= deps.deadline));
+  // Every shard of the expiry index is read; past the deadline, no further page is read (the
+  // time the function has left goes to the settlements already started).
+  const pastDeadline = (): boolean => deps.deadline !== undefined && clock() >= deps.deadline;
+  const scan = await scanExpiryIndex(deps.doc, deps.holdsTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
 
-  const outstanding = (await countLive(deps, now)) + failed + deferred;
+  const outstanding = scan.live + failed + deferred;
   const metrics = [
     { Name: 'HoldsSwept', Unit: 'Count' },
     { Name: 'HoldsOutstanding', Unit: 'Count' },

@@ -14,6 +14,7 @@ import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/ga
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { windowKey } from '../../lambdas/store/keys';
 
 let tables: TestTables;
 let ledger: DynamoLedger;
@@ -72,7 +73,7 @@ async function balance(workspaceId: string): Promise<{ available: number; held: 
 }
 
 async function window(workspaceId: string, sk: string): Promise<{ settled: number; held: number; used: number } | undefined> {
-  const out = await tables.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: `WS#${workspaceId}`, sk }, ConsistentRead: true }));
+  const out = await tables.doc.send(new GetCommand({ TableName: t('ledger'), Key: windowKey(workspaceId, 0, sk), ConsistentRead: true }));
   if (out.Item === undefined) return undefined;
   return { settled: Number(out.Item.settledMicros ?? 0), held: Number(out.Item.heldMicros ?? 0), used: Number(out.Item.usedMicros ?? 0) };
 }

@@ -2,10 +2,12 @@ import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { type StreamPoller, startStreamPoller } from '../../local/stream-poller';
 import { tableName } from '../../lambdas/shared/schema';
+import { usagePk } from '../../lambdas/store/keys';
 import { type TestTables, testTables } from '../support/dynamo';
 
 function usageRow(workspaceId: string, requestId: string, chargeMicros: number): Record<string, unknown> {
   return {
+    pk: usagePk(workspaceId, requestId),
     workspaceId,
     sk: `2026-11-22T04:00:00.000Z#${requestId}`,
     requestId,
@@ -67,7 +69,7 @@ describe('stream poller against DynamoDB Local', () => {
       eventSource: 'aws:dynamodb',
       eventSourceARN: poller.streamArn,
       dynamodb: {
-        Keys: { workspaceId: { S: 'w1' }, sk: { S: '2026-11-22T04:00:00.000Z#r1' } },
+        Keys: { pk: { S: usagePk('w1', 'r1') }, sk: { S: '2026-11-22T04:00:00.000Z#r1' } },
         StreamViewType: 'NEW_IMAGE',
       },
     });

@@ -5,12 +5,14 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import { sweep, sweptChargeMicros, type SweepDeps } from '../../lambdas/sweeper/sweep';
 import type { HoldRecord, UsageRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { testTables, type TestTables } from '../support/dynamo';
+import { windowKey } from '../../lambdas/store/keys';
+import { usageRows as readUsageRows } from '../../lambdas/store/balance';
 
 const REPO = path.resolve(__dirname, '../..');
 const CREDIT = 1_000_000_000; // 1000 minor units
@@ -73,7 +75,7 @@ async function balance(workspaceId: string): Promise<Record<string, number>> {
 }
 
 async function ledgerItem(workspaceId: string, sk: string): Promise<Record<string, unknown> | undefined> {
-  const got = await db.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: `WS#${workspaceId}`, sk }, ConsistentRead: true }));
+  const got = await db.doc.send(new GetCommand({ TableName: t('ledger'), Key: windowKey(workspaceId, 0, sk), ConsistentRead: true }));
   return got.Item;
 }
 
@@ -83,10 +85,7 @@ async function holdExists(holdId: string): Promise<boolean> {
 }
 
 async function usageRows(workspaceId: string): Promise<UsageRecord[]> {
-  const out = await db.doc.send(
-    new QueryCommand({ TableName: t('usage'), KeyConditionExpression: 'workspaceId = :w', ExpressionAttributeValues: { ':w': workspaceId }, ConsistentRead: true }),
-  );
-  return (out.Items ?? []) as UsageRecord[];
+  return readUsageRows(db.doc, t('usage'), workspaceId);
 }
 
 function deps(lines: string[]): SweepDeps {

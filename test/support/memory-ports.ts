@@ -93,7 +93,7 @@ export class MemoryLedger implements Ledger {
       byok: r.byok,
       createdAt: r.now,
       expiresAt: r.expiresAt,
-      open: '1',
+      expiryShard: 'X0',
       ttl: 0,
     };
     this.open.set(hold.holdId, hold);

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import OpenAI from 'openai';
 import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../../cli/ops';
 import { silentTelemetry } from '../../lambdas/adapters/emf-telemetry';
@@ -19,6 +19,7 @@ import { localAwslambda, type LambdaStreamingRuntime } from '../../local/lambda-
 import { serveLambda, type LambdaServer, type StreamingHandler } from '../../local/http-server';
 import { startSimulator, type Simulator } from '../../local/simulator';
 import { testTables, type TestTables } from './dynamo';
+import { usageRows as readUsageRows } from '../../lambdas/store/balance';
 
 export interface StackOptions {
   /** Credit for the seeded workspace, minor units. @default 100000 */
@@ -123,10 +124,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       }
     },
     async usageRows(workspaceId = first.workspaceId) {
-      const out = await tables.doc.send(
-        new QueryCommand({ TableName: t('usage'), KeyConditionExpression: 'workspaceId = :w', ExpressionAttributeValues: { ':w': workspaceId }, ConsistentRead: true }),
-      );
-      return (out.Items ?? []) as UsageRecord[];
+      // A workspace's rows are spread over shards; the store reads them all, merged by time.
+      return readUsageRows(tables.doc, t('usage'), workspaceId);
     },
     seed,
     async close() {

@@ -49,7 +49,11 @@ describe('the sweeper reports its expired-holds backlog', () => {
     const send = async (command: { input: Record<string, unknown> }): Promise<unknown> => {
       const input = command.input;
       if (input.Select === 'COUNT') return { Count: 0 };
-      if (input.IndexName !== undefined) return { Items: Array.from({ length: expired }, (_, i) => ({ holdId: `h${i}` })) };
+      // The expiry index is sharded: the holds sit in one shard, the others are empty.
+      if (input.IndexName !== undefined) {
+        const shard = (input.ExpressionAttributeValues as Record<string, unknown> | undefined)?.[':shard'];
+        return { Items: shard === 'X0' ? Array.from({ length: expired }, (_, i) => ({ holdId: `h${i}` })) : [] };
+      }
       throw new Error('DynamoDB is down');
     };
     return {

@@ -1,0 +1,78 @@
+/**
+ * A small builder for update and condition expressions, so each item's write is assembled from
+ * named pieces (each with its reason at the call site) without hand-numbering placeholders.
+ */
+
+/** The expression parts of one `Update`, as the document client takes them. */
+export interface BuiltUpdate {
+  readonly UpdateExpression: string;
+  readonly ConditionExpression?: string;
+  readonly ExpressionAttributeNames?: Record<string, string>;
+  readonly ExpressionAttributeValues?: Record<string, unknown>;
+}
+
+/** Collects SET, ADD and REMOVE clauses and ANDed conditions with generated placeholders. */
+export class UpdateBuilder {
+  private readonly sets: string[] = [];
+  private readonly adds: string[] = [];
+  private readonly removes: string[] = [];
+  private readonly conds: string[] = [];
+  private readonly names: Record<string, string> = {};
+  private readonly values: Record<string, unknown> = {};
+  private n = 0;
+
+  /** A placeholder for a value. */
+  v(value: unknown): string {
+    this.n += 1;
+    const key = `:v${this.n}`;
+    this.values[key] = value;
+    return key;
+  }
+
+  /** A placeholder for an attribute name (every name goes through here: `ttl` and others are reserved). */
+  a(name: string): string {
+    const key = `#${name.replace(/[^A-Za-z0-9_]/g, '_')}`;
+    this.names[key] = name;
+    return key;
+  }
+
+  set(clause: string): this {
+    this.sets.push(clause);
+    return this;
+  }
+
+  add(name: string, amount: number): this {
+    this.adds.push(`${this.a(name)} ${this.v(amount)}`);
+    return this;
+  }
+
+  remove(name: string): this {
+    this.removes.push(this.a(name));
+    return this;
+  }
+
+  /** One more condition, ANDed with the rest. */
+  when(condition: string): this {
+    this.conds.push(`(${condition})`);
+    return this;
+  }
+
+  build(): BuiltUpdate {
+    const parts: string[] = [];
+    if (this.sets.length > 0) parts.push(`SET ${this.sets.join(', ')}`);
+    if (this.adds.length > 0) parts.push(`ADD ${this.adds.join(', ')}`);
+    if (this.removes.length > 0) parts.push(`REMOVE ${this.removes.join(', ')}`);
+    const update = parts.join(' ');
+    const condition = this.conds.join(' AND ');
+    // DynamoDB refuses placeholders the expressions do not use: keep only those that appear.
+    const used = (key: string): boolean => new RegExp(`${key}(?![A-Za-z0-9_])`).test(`${update} ${condition}`);
+    const names = Object.fromEntries(Object.entries(this.names).filter(([k]) => used(k)));
+    const values = Object.fromEntries(Object.entries(this.values).filter(([k]) => used(k)));
+    return {
+      UpdateExpression: update,
+      ...(condition !== '' ? { ConditionExpression: condition } : {}),
+      ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
+      ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
+    };
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * The ledger's key layout, spelled once. Every other module (the ledger, the sweeper, the CLI's
+ * views, tests) derives a key from here, so the layout cannot drift.
+ *
+ * ledger table (pk, sk):
+ * - `WS#<ws>` / `BALANCE`: slice 0 of the workspace (money, spend-rate headroom, the slice count).
+ * - `WS#<ws>#S<i>` / `BALANCE`: slice i > 0; every slice on its own partition key value.
+ * - `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`: slice i's share of the workspace month, on its own
+ *   partition key value so a hot slice's money item and month share are separate loads.
+ * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>` and `RATE#<keyId>#<minute>`: the key's own items.
+ * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`: a member's month.
+ * holds table: `holdId`, with `expiryShard` (`X<n>`) spreading the sweeper's index.
+ * usage table: `pk` = `<ws>#U<n>`, sk `<iso time>#<requestId>`; index `byRequest` on `requestId`.
+ */
+import { createHash } from 'node:crypto';
+
+/** The sort key of a slice's money item. */
+export const BALANCE_SK = 'BALANCE';
+/**
+ * Most slices one workspace may have: a snapshot of every slice and its month share, plus the
+ * key's and member's items, fits one TransactGetItems (100 items).
+ */
+export const MAX_SLICES = 48;
+/**
+ * Shards of the holds' expiry index. Every admission puts one index entry and its settlement
+ * deletes it, 2 write units per request on one shard; 256 shards keep each under 1,000 units/s up
+ * to 128,000 requests/s for the whole service.
+ */
+export const EXPIRY_SHARDS = 256;
+/** Shards of one workspace's usage rows: 32 × 500 requests/s (2 units each, in a transaction). */
+export const USAGE_SHARDS = 32;
+
+/** A small, stable hash of a string, for picking shards (not for security). */
+export function shardOf(id: string, shards: number): number {
+  return createHash('sha1').update(id).digest().readUInt32BE(0) % shards;
+}
+
+/** Partition key of one slice of a workspace's ledger; slice 0 keeps the historical key. */
+export function slicePk(workspaceId: string, slice: number): string {
+  return slice === 0 ? `WS#${workspaceId}` : `WS#${workspaceId}#S${slice}`;
+}
+
+/** The key of one slice's money item. */
+export function sliceKey(workspaceId: string, slice: number): { pk: string; sk: string } {
+  return { pk: slicePk(workspaceId, slice), sk: BALANCE_SK };
+}
+
+/** Partition key of slice `slice`'s shares of the workspace month. */
+export function monthPk(workspaceId: string, slice: number): string {
+  return `WSM#${workspaceId}#${slice}`;
+}
+
+/** The key of slice `slice`'s share of the month `yyyy-mm`. */
+export function monthKey(workspaceId: string, slice: number, month: string): { pk: string; sk: string } {
+  return { pk: monthPk(workspaceId, slice), sk: monthSk(month) };
+}
+
+/** Sort key of a slice's share of a workspace month (`yyyy-mm`). */
+export function monthSk(month: string): string {
+  return `MONTH#${month}`;
+}
+
+/** Partition key of a key's own items (the workspace is part of it: a key id is only unique within its workspace's records). */
+export function keyPk(workspaceId: string, keyId: string): string {
+  return `KEY#${workspaceId}#${keyId}`;
+}
+
+/** Partition key of a member's items. */
+export function memberPk(workspaceId: string, memberId: string): string {
+  return `MEMBER#${workspaceId}#${memberId}`;
+}
+
+/**
+ * The ledger key of a window a hold occupies, from the sort key the hold records: key windows
+ * live under the key, member months under the member, the workspace month under the hold's slice.
+ */
+export function windowKey(workspaceId: string, slice: number, sk: string): { pk: string; sk: string } {
+  if (sk.startsWith('KEYWIN#') || sk.startsWith('RATE#')) {
+    const keyId = sk.slice(sk.indexOf('#') + 1, sk.lastIndexOf('#'));
+    return { pk: keyPk(workspaceId, keyId), sk };
+  }
+  if (sk.startsWith('MEMBERMONTH#')) {
+    const memberId = sk.slice('MEMBERMONTH#'.length, sk.lastIndexOf('#'));
+    return { pk: memberPk(workspaceId, memberId), sk };
+  }
+  return { pk: monthPk(workspaceId, slice), sk };
+}
+
+/** The expiry index shard of a hold. */
+export function expiryShard(holdId: string): string {
+  return `X${shardOf(holdId, EXPIRY_SHARDS)}`;
+}
+
+/** Every expiry index shard, for the sweeper. */
+export function allExpiryShards(): string[] {
+  return Array.from({ length: EXPIRY_SHARDS }, (_, i) => `X${i}`);
+}
+
+/** Partition key of a usage row. */
+export function usagePk(workspaceId: string, requestId: string): string {
+  return `${workspaceId}#U${shardOf(requestId, USAGE_SHARDS)}`;
+}
+
+/** Every usage partition of a workspace, for reading its rows by time. */
+export function allUsagePks(workspaceId: string): string[] {
+  return Array.from({ length: USAGE_SHARDS }, (_, i) => `${workspaceId}#U${i}`);
+}

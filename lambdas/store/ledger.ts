@@ -1,0 +1,703 @@
+/**
+ * The ledger on DynamoDB, sliced for hot workspaces. One TransactWriteItems admits (the key's
+ * request counter, the hold, one slice item, that slice's month share, the key's window and the
+ * member's month, each conditional), one settles (the hold, the slice, the windows, the usage row).
+ *
+ * Every condition is written with `ReturnValuesOnConditionCheckFailure: ALL_OLD`, so a cancelled
+ * transaction hands back the state it was refused on: a request counter at its limit refuses at
+ * once, and a slice whose spend-rate slot holds an aged-out second is retried with that slot
+ * overwritten. Any other refusal is decided only from a consistent snapshot of every slice
+ * (TransactGetItems) by the pure {@link refusalFor}; when the whole can cover, the
+ * {@link planRebalance} moves are written (one conditional transaction that cannot create or
+ * destroy a unit) and the admission is tried again.
+ */
+import { GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import {
+  grownSliceCount,
+  planRebalance,
+  refusalFor,
+  type AdmissionAsk,
+  type AdmissionSnapshot,
+  type RebalancePlan,
+  type SliceEdit,
+  type SliceView,
+} from '../core/admission';
+import { settlementAmounts } from '../core/settlement';
+import { bucketOf, partitionSlots, slotOf } from '../core/spend-rate';
+import { monthId, windowEnd, windowKeys } from '../core/windows';
+import type { DocumentSender } from '../adapters/dynamo-wire';
+import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
+import type { HoldRecord, UsageRecord } from '../shared/records';
+import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
+import type { BuiltUpdate } from './expr';
+import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
+
+type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
+type TransactItem = TransactItems[number];
+
+/** Table names the ledger writes, and what its usage rows keep. */
+export interface LedgerTables {
+  readonly ledger: string;
+  readonly holds: string;
+  readonly usage: string;
+  /** Days before DynamoDB TTL collects a usage row; absent: kept. */
+  readonly usageRetentionDays?: number;
+}
+
+const DAY_S = 86_400;
+/** Windows are kept this long past their end, for the CLI's ledger view. */
+const WINDOW_RETENTION_S = 400 * DAY_S;
+/** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
+const HOLD_RETENTION_S = 7 * DAY_S;
+const MAX_ATTEMPTS = 30;
+/** How often one process re-reads a workspace's slice 0 (slice count) and tidies the slice it settled on. */
+const MAINTAIN_INTERVAL_MS = 30_000;
+/** Admissions per workspace over which the conflict rate is judged for growing the slice count. */
+const GROWTH_WINDOW = 200;
+
+/** A cancelled transaction, with per-item reasons (and, asked for, the item each was refused on). */
+type Cancelled = Error & { CancellationReasons?: { Code?: string; Item?: Record<string, AttributeValue> | Item }[] };
+
+function isCancelled(err: unknown): err is Cancelled {
+  return err instanceof Error && err.name === 'TransactionCanceledException';
+}
+
+function isConditionFailure(err: unknown): boolean {
+  return err instanceof Error && err.name === 'ConditionalCheckFailedException';
+}
+
+/** True when every reason is a conflict or none (the transaction may simply be run again). */
+function onlyConflicts(err: Cancelled): boolean {
+  const reasons = err.CancellationReasons ?? [];
+  return reasons.length > 0 && reasons.every((r) => r.Code === undefined || r.Code === 'None' || r.Code === 'TransactionConflict');
+}
+
+function failed(err: Cancelled, index: number): boolean {
+  return err.CancellationReasons?.[index]?.Code === 'ConditionalCheckFailed';
+}
+
+/** The item a reason returned (ALL_OLD), as plain values whichever client sent the call. */
+function reasonItem(err: Cancelled, index: number): Item | undefined {
+  const raw = err.CancellationReasons?.[index]?.Item;
+  if (raw === undefined) return undefined;
+  const values = Object.values(raw);
+  const isAv = values.length > 0 && values.every((v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 1);
+  return isAv ? unmarshall(raw as Record<string, AttributeValue>) : (raw as Item);
+}
+
+function pause(attempt: number): Promise<void> {
+  const ms = Math.min(200, 4 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random());
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function num(v: unknown): number {
+  return typeof v === 'number' ? v : 0;
+}
+
+const ttlAfter = (end: number | undefined): number | undefined => (end === undefined ? undefined : Math.floor(end / 1000) + WINDOW_RETENTION_S);
+
+/** An Update item for a transaction. */
+function update(table: string, key: Record<string, unknown>, built: BuiltUpdate): TransactItem {
+  return { Update: { TableName: table, Key: key, ...built, ...(built.ConditionExpression !== undefined ? { ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } : {}) } };
+}
+
+/** What one process knows of a workspace's slices (learned from reads and refused writes). */
+interface SliceMemo {
+  active: number;
+  high: number;
+  readonly seen: Map<number, SliceView>;
+  lastMaintained: number;
+  admissions: number;
+  conflicts: number;
+}
+
+/** Thrown when an admission cannot be decided after repeated conflicts (a 503, not a refusal). */
+export class LedgerContentionError extends Error {
+  override readonly name = 'LedgerContentionError';
+}
+
+export class DynamoLedger implements Ledger {
+  private readonly memo = new Map<string, SliceMemo>();
+  /**
+   * Round trips to DynamoDB made by this instance. Kept only until the bench counts round trips
+   * with its own wrapper (issue 10); nothing in the runtime reads it.
+   */
+  roundTrips = 0;
+
+  /** The client, counting one round trip per use. */
+  private get db(): DocumentSender {
+    this.roundTrips += 1;
+    return this.doc;
+  }
+
+  constructor(
+    /** The gateway passes the lean {@link DynamoWire}; the sweeper and tests may pass the SDK's DocumentClient. */
+    private readonly doc: DocumentSender,
+    private readonly tables: LedgerTables,
+    /** Told of each transaction conflict (a CloudWatch metric when deployed). */
+    private readonly onConflict: () => void = () => undefined,
+  ) {}
+
+  private memoOf(workspaceId: string): SliceMemo {
+    let m = this.memo.get(workspaceId);
+    if (m === undefined) {
+      m = { active: 1, high: 1, seen: new Map(), lastMaintained: 0, admissions: 0, conflicts: 0 };
+      this.memo.set(workspaceId, m);
+    }
+    return m;
+  }
+
+  /** Learns what slice 0 says of the slice count. */
+  private learn(memo: SliceMemo, slice: number, item: Item | undefined): void {
+    if (item === undefined) return;
+    memo.seen.set(slice, sliceView(slice, item, undefined));
+    if (slice === 0) {
+      memo.active = Math.max(1, Math.min(MAX_SLICES, num(item.sliceCount) || 1));
+      memo.high = Math.max(memo.active, Math.min(MAX_SLICES, num(item.sliceHigh) || 1));
+    }
+  }
+
+  /** The windows a request occupies, with the limit each must stay under. */
+  private windowSpecs(request: AdmitRequest): { sk: string; limitMicros?: number; ttl?: number; kind: 'key' | 'member' | 'month' }[] {
+    const { limits, now } = request;
+    const monthEnd = windowEnd('monthly', now);
+    const specs: { sk: string; limitMicros?: number; ttl?: number; kind: 'key' | 'member' | 'month' }[] = [
+      { sk: windowKeys.key(request.keyId, limits.keyWindow, now), kind: 'key', ttl: ttlAfter(windowEnd(limits.keyWindow, now)), ...(limits.keyLimitMicros !== undefined ? { limitMicros: limits.keyLimitMicros } : {}) },
+    ];
+    if (request.memberId !== undefined) {
+      specs.push({ sk: windowKeys.member(request.memberId, now), kind: 'member', ttl: ttlAfter(monthEnd), ...(limits.memberLimitMicros !== undefined ? { limitMicros: limits.memberLimitMicros } : {}) });
+    }
+    specs.push({ sk: windowKeys.workspace(now), kind: 'month', ttl: ttlAfter(monthEnd), ...(limits.workspaceLimitMicros !== undefined ? { limitMicros: limits.workspaceLimitMicros } : {}) });
+    return specs;
+  }
+
+  /** The admission's transaction on slice `slice`, items in a fixed order: counter, hold, slice, windows. */
+  private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo): TransactItems {
+    const { limits, now } = request;
+    const need = request.amountMicros;
+    const items: TransactItems = [
+      update(this.tables.ledger, { pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.rate(request.keyId, now) }, requestCount(limits.keyRatePerMinute, Math.floor(now / 1000) + 180)),
+      // The hold is new: its id is the request's, so a retried admission cannot place it twice.
+      { Put: { TableName: this.tables.holds, Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } },
+    ];
+    if (request.byok) return items;
+    items.push(
+      update(
+        this.tables.ledger,
+        sliceKey(request.workspaceId, slice),
+        sliceDebit({ slice, known: memo.seen.get(slice), micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true, believedCount: memo.active }),
+      ),
+    );
+    for (const w of this.windowSpecs(request)) {
+      const key = windowKey(request.workspaceId, slice, w.sk);
+      const built =
+        w.kind === 'month'
+          ? monthDebit({ slice, micros: need, limitMicros: w.limitMicros, ttl: w.ttl ?? 0, check: true })
+          : windowDebit({ micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true });
+      items.push(update(this.tables.ledger, key, built));
+    }
+    return items;
+  }
+
+  async admit(request: AdmitRequest): Promise<AdmitOutcome> {
+    const { limits, now } = request;
+    const need = request.amountMicros;
+    const memo = this.memoOf(request.workspaceId);
+    let slice = request.byok ? 0 : shardOf(request.holdId, memo.active);
+    const windows = request.byok ? [] : this.windowSpecs(request).map((w) => w.sk);
+    const hold: HoldRecord = {
+      holdId: request.holdId,
+      workspaceId: request.workspaceId,
+      keyId: request.keyId,
+      ...(request.memberId !== undefined ? { memberId: request.memberId } : {}),
+      family: request.family,
+      requestedModel: request.requestedModel,
+      amountMicros: need,
+      inputMicros: request.inputMicros,
+      windows,
+      byok: request.byok,
+      createdAt: now,
+      expiresAt: request.expiresAt,
+      expiryShard: expiryShard(request.holdId),
+      ttl: Math.floor(request.expiresAt / 1000) + HOLD_RETENTION_S,
+    };
+    const ask: AdmissionAsk = { needMicros: need, limits, byok: request.byok, hasMember: request.memberId !== undefined, now };
+    // A need above a limit can never fit: go straight to the snapshot, which names the refusal.
+    const impossible =
+      !request.byok &&
+      (need > limits.spendRateCapMicros ||
+        (limits.keyLimitMicros !== undefined && need > limits.keyLimitMicros) ||
+        (request.memberId !== undefined && limits.memberLimitMicros !== undefined && need > limits.memberLimitMicros) ||
+        (limits.workspaceLimitMicros !== undefined && need > limits.workspaceLimitMicros));
+    let conflicted = false;
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
+      if (!impossible) {
+        const placed = { ...hold, ...(slice !== 0 ? { slice } : {}) };
+        try {
+          await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo) }));
+          this.countAdmission(request.workspaceId, memo, conflicted);
+          return { admitted: true, hold: placed };
+        } catch (err) {
+          if (!isCancelled(err)) throw err;
+          if (onlyConflicts(err)) {
+            conflicted = true;
+            this.onConflict();
+            await pause(attempt);
+            continue;
+          }
+          // The key's request counter is one item: at its limit, that is the answer (SPEC's first).
+          const counter = reasonItem(err, 0);
+          if (failed(err, 0) && counter !== undefined && num(counter.requests) >= limits.keyRatePerMinute) {
+            return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: num(counter.requests) }, ask) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
+          }
+          if (!request.byok && failed(err, 2)) {
+            const seenBefore = memo.seen.get(slice);
+            const believed = memo.active;
+            const item = reasonItem(err, 2);
+            this.learn(memo, slice, item);
+            // Slice 0 said the workspace has another slice count: pick again among the real ones.
+            if (slice === 0 && memo.active !== believed) {
+              slice = shardOf(request.holdId, memo.active);
+              continue;
+            }
+            const seenNow = memo.seen.get(slice);
+            // Only the spend-rate slot was stale: try again at once, overwriting it.
+            if (item !== undefined && seenNow !== undefined && this.onlyStaleSlot(seenNow, seenBefore, request, attempt)) continue;
+          }
+        }
+      }
+      const believed = memo.active;
+      const snapshot = await this.snapshot(request.workspaceId, memo, request);
+      const refusal = refusalFor(snapshot, ask);
+      if (refusal !== undefined) return { admitted: false, refusal };
+      if (request.byok) {
+        await pause(attempt);
+        continue;
+      }
+      // The snapshot may have taught this process the workspace's real slice count: choose among those.
+      if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
+      await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, ask), limits, now);
+    }
+    throw new LedgerContentionError('admission did not settle after repeated conflicts');
+  }
+
+  /**
+   * Whether a refused slice write may have failed only over its spend-rate slot: the slot (as
+   * ALL_OLD shows it) is not what this process wrote its condition for, while the credit is there.
+   * Then the write is simply tried again on what came back, without a snapshot.
+   */
+  private onlyStaleSlot(seen: SliceView, before: SliceView | undefined, request: AdmitRequest, attempt: number): boolean {
+    if (attempt > 4 || seen.availableMicros < request.amountMicros) return false;
+    const k = slotOf(bucketOf(request.now));
+    const now = seen.slots.find((s) => s.slot === k);
+    const then = before?.slots.find((s) => s.slot === k);
+    return now?.second !== then?.second || now?.micros !== then?.micros;
+  }
+
+  /** Counts an admission toward the slice-growth decision; grows the count when conflicts call for it. */
+  private countAdmission(workspaceId: string, memo: SliceMemo, conflicted: boolean): void {
+    memo.admissions += 1;
+    if (conflicted) memo.conflicts += 1;
+    if (memo.admissions < GROWTH_WINDOW) return;
+    const grown = grownSliceCount(memo.active, memo.conflicts, memo.admissions, MAX_SLICES);
+    memo.admissions = 0;
+    memo.conflicts = 0;
+    if (grown > memo.active) void this.growSlices(workspaceId, memo.active, grown).catch(() => undefined);
+  }
+
+  /** Raises the slice count from `from` to `to`, unless another process changed it first. */
+  private async growSlices(workspaceId: string, from: number, to: number): Promise<void> {
+    await writeSliceCount(this.db, this.tables.ledger, workspaceId, from, to, undefined);
+    const memo = this.memoOf(workspaceId);
+    memo.active = to;
+    memo.high = Math.max(memo.high, to);
+  }
+
+  /** A consistent snapshot of every slice (and the windows a request occupies), in one TransactGetItems. */
+  private async snapshot(workspaceId: string, memo: SliceMemo, request?: AdmitRequest, at?: number): Promise<AdmissionSnapshot> {
+    const now = request?.now ?? at ?? Date.now();
+    for (;;) {
+      const high = memo.high;
+      const keys: { pk: string; sk: string }[] = [];
+      for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i), monthKey(workspaceId, i, monthId(now)));
+      let keyWinAt = -1;
+      let memberAt = -1;
+      let rateAt = -1;
+      if (request !== undefined) {
+        rateAt = keys.push({ pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.rate(request.keyId, now) }) - 1;
+        keyWinAt = keys.push({ pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.key(request.keyId, request.limits.keyWindow, now) }) - 1;
+        if (request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: windowKeys.member(request.memberId, now) }) - 1;
+      }
+      const out = await this.db.send(new TransactGetCommand({ TransactItems: keys.map((Key) => ({ Get: { TableName: this.tables.ledger, Key } })) }));
+      const got = (out.Responses ?? []).map((r) => r.Item as Item | undefined);
+      this.learn(memo, 0, got[0]);
+      if (memo.high > high) continue; // slice 0 says more slices were used than we read
+      const slices: SliceView[] = [];
+      for (let i = 0; i < high; i += 1) {
+        const view = sliceView(i, got[2 * i], got[2 * i + 1]);
+        slices.push(view);
+        if (got[2 * i] !== undefined) memo.seen.set(i, view);
+      }
+      return {
+        slices,
+        active: memo.active,
+        keyRequests: rateAt >= 0 ? num(got[rateAt]?.requests) : 0,
+        ...(keyWinAt >= 0 && got[keyWinAt] !== undefined ? { keyWindow: windowView(got[keyWinAt]) } : {}),
+        ...(memberAt >= 0 && got[memberAt] !== undefined ? { memberMonth: windowView(got[memberAt]) } : {}),
+      };
+    }
+  }
+
+  /** Writes a rebalance plan in one conditional transaction; false when it was cancelled (the state moved). */
+  private async rebalance(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan, limits: AdmissionLimits, now: number): Promise<boolean> {
+    const items: TransactItems = [];
+    const month = monthId(now);
+    const monthTtl = ttlAfter(windowEnd('monthly', now)) ?? 0;
+    for (const edit of plan.edits) {
+      const seen = snapshot.slices[edit.slice];
+      if (seen === undefined) continue;
+      const s = sliceRebalance(edit, seen, limits.spendRateCapMicros);
+      if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
+      if (limits.workspaceLimitMicros !== undefined) {
+        const m = monthRebalance(edit, seen, limits.workspaceLimitMicros, monthTtl);
+        if (m !== undefined) items.push(update(this.tables.ledger, monthKey(workspaceId, edit.slice, month), m));
+      }
+    }
+    if (items.length === 0) return true;
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+      return true;
+    } catch (err) {
+      if (!isCancelled(err)) throw err;
+      if (onlyConflicts(err)) this.onConflict();
+      return false;
+    }
+  }
+
+  async settle(given: HoldRecord, settlement: Settlement): Promise<boolean> {
+    let hold = given;
+    const slice = hold.slice ?? 0;
+    const wanted = hold.byok || settlement.byok === true ? 0 : settlement.chargeMicros;
+    let available: number | undefined;
+    let lastError: unknown;
+    let moved = false;
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
+      const amounts = settlementAmounts(hold.amountMicros, wanted, available);
+      const items = this.settleItems(hold, settlement, amounts.chargeMicros, amounts.uncollectedMicros, amounts.releaseMicros, amounts.deficitMicros);
+      try {
+        await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        if (!hold.byok) await this.maintain(hold.workspaceId, slice, settlement.now).catch(() => undefined);
+        return true;
+      } catch (err) {
+        lastError = err;
+        if (!isCancelled(err)) {
+          if (attempt >= 3) break;
+          await pause(attempt);
+          continue;
+        }
+        if (failed(err, 0)) {
+          // Either already settled (idempotent: nothing to do), or the stored hold has grown
+          // since this copy was taken: settle what is stored, so the right amount returns.
+          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConsistentRead: true }))).Item;
+          if (stored === undefined) return false;
+          hold = { ...hold, amountMicros: num(stored.amountMicros) };
+          continue;
+        }
+        if (failed(err, 1) && !hold.byok) {
+          // The charge exceeds the hold by more than this slice holds. Other slices may have
+          // it: move credit in once; then collect what is there and record the rest.
+          if (!moved) {
+            moved = true;
+            const got = await this.moveCreditTo(hold.workspaceId, slice, amounts.deficitMicros, settlement.now).catch(() => false);
+            if (got) continue;
+          }
+          const item = reasonItem(err, 1) ?? (await this.db.send(new GetCommand({ TableName: this.tables.ledger, Key: sliceKey(hold.workspaceId, slice), ConsistentRead: true }))).Item;
+          available = Math.max(0, num(item?.availableMicros));
+          continue;
+        }
+        if (onlyConflicts(err)) this.onConflict();
+        await pause(attempt);
+      }
+    }
+    // Leave the computed charge on the hold, so the sweeper settles it for what it really cost.
+    await this.db
+      .send(
+        new UpdateCommand({
+          TableName: this.tables.holds,
+          Key: { holdId: hold.holdId },
+          UpdateExpression: 'SET pendingChargeMicros = :charge',
+          ConditionExpression: 'attribute_exists(holdId)',
+          ExpressionAttributeValues: { ':charge': wanted },
+        }),
+      )
+      .catch(() => undefined);
+    throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
+  }
+
+  /** Moves at least `micros` of credit into `slice` from the others; false when the workspace has less. */
+  private async moveCreditTo(workspaceId: string, slice: number, micros: number, now: number): Promise<boolean> {
+    const memo = this.memoOf(workspaceId);
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const snapshot = await this.snapshot(workspaceId, memo, undefined, now);
+      const others = snapshot.slices.filter((s) => s.slice !== slice).reduce((a, s) => a + s.availableMicros, 0);
+      if (others <= 0 || snapshot.slices.length <= 1) return false;
+      const open: AdmissionLimits = { keyWindow: 'never', spendRateCapMicros: Number.MAX_SAFE_INTEGER, keyRatePerMinute: Number.MAX_SAFE_INTEGER };
+      const needed = Math.min(micros + (snapshot.slices[slice]?.availableMicros ?? 0), others + (snapshot.slices[slice]?.availableMicros ?? 0));
+      const plan = planRebalance(snapshot, slice, { needMicros: needed, limits: open, byok: false, hasMember: false, now });
+      // Only money moves here: the spend-rate and month headroom stay where they are.
+      const moneyOnly: RebalancePlan = { target: slice, edits: plan.edits.map((e) => ({ slice: e.slice, availableDelta: e.availableDelta, prune: [], rateDelta: 0, monthDelta: 0 })) };
+      if (await this.rebalanceMoney(workspaceId, snapshot, moneyOnly)) return true;
+    }
+    return false;
+  }
+
+  /** Writes slice edits that move credit or prune slots (no headroom moves), under the cap each slice was written with. */
+  private async rebalanceMoney(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan): Promise<boolean> {
+    const items: TransactItems = [];
+    for (const edit of plan.edits) {
+      const seen = snapshot.slices[edit.slice];
+      if (seen === undefined) continue;
+      const s = sliceRebalance(edit, seen, seen.rateCap ?? 0);
+      if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
+    }
+    if (items.length === 0) return false;
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+      return true;
+    } catch (err) {
+      if (!isCancelled(err)) throw err;
+      return false;
+    }
+  }
+
+  /**
+   * Off the first byte's path, now and then per workspace: re-reads slice 0 (the slice count),
+   * removes aged-out spend-rate slots from the slice just settled on, so the next admission there
+   * needs one round trip, and empties a retired slice into slice 0.
+   */
+  private async maintain(workspaceId: string, slice: number, now: number): Promise<void> {
+    const memo = this.memoOf(workspaceId);
+    const retired = slice >= memo.active;
+    if (!retired && now - memo.lastMaintained < MAINTAIN_INTERVAL_MS) return;
+    memo.lastMaintained = now;
+    const snapshot = await this.snapshot(workspaceId, memo, undefined, now);
+    if (snapshot.slices.some((s) => s.slice >= snapshot.active && (s.availableMicros > 0 || (s.rateCap !== undefined && s.rateRoom > 0)))) {
+      await drainRetired(this.db, this.tables.ledger, workspaceId, snapshot);
+      return;
+    }
+    const seen = snapshot.slices[slice];
+    if (seen === undefined || seen.rateCap === undefined) return;
+    const { expired } = partitionSlots(seen.slots, now);
+    if (expired.length === 0) return;
+    const prune: SliceEdit = { slice, availableDelta: 0, prune: expired, rateDelta: 0, monthDelta: 0 };
+    await this.rebalanceMoney(workspaceId, snapshot, { target: slice, edits: [prune] }).catch(() => false);
+  }
+
+  private settleItems(hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number, releaseMicros: number, deficitMicros: number): TransactItems {
+    const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
+    const slice = hold.slice ?? 0;
+    const usage: UsageRecord & { uncollectedMicros?: number; pk: string; ttl?: number } = {
+      pk: usagePk(hold.workspaceId, hold.holdId),
+      workspaceId: hold.workspaceId,
+      sk: `${new Date(hold.createdAt).toISOString()}#${hold.holdId}`,
+      requestId: hold.holdId,
+      keyId: hold.keyId,
+      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
+      family: hold.family,
+      requestedModel: hold.requestedModel,
+      ...(s.servedBy !== undefined ? { servedBy: s.servedBy } : {}),
+      ...(s.provider !== undefined ? { provider: s.provider } : {}),
+      stream: s.stream,
+      byok: s.byok ?? hold.byok,
+      status: s.status,
+      outcome: s.outcome,
+      inputTokens: counts.inputTokens,
+      cachedInputTokens: counts.cachedInputTokens,
+      outputTokens: counts.outputTokens,
+      reasoningTokens: counts.reasoningTokens,
+      chargeMicros,
+      holdMicros: hold.amountMicros,
+      attempts: s.attempts,
+      startedAt: hold.createdAt,
+      durationMs: Math.max(0, s.now - hold.createdAt),
+      ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
+      ...(s.estimated === true ? { estimated: true } : {}),
+      ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
+      ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
+    };
+    const items: TransactItems = [
+      // Settling is conditional on the hold still existing, which makes it idempotent, and on
+      // its amount, so a stale copy of a hold that has since grown cannot release the wrong sum.
+      {
+        Delete: {
+          TableName: this.tables.holds,
+          Key: { holdId: hold.holdId },
+          ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount',
+          ExpressionAttributeValues: { ':amount': hold.amountMicros },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        },
+      },
+    ];
+    if (!hold.byok) {
+      items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros })));
+      for (const sk of hold.windows) {
+        const withRoom = sk.startsWith('MONTH#');
+        items.push(update(this.tables.ledger, windowKey(hold.workspaceId, slice, sk), windowSettle({ holdMicros: hold.amountMicros, chargeMicros, withRoom })));
+      }
+    }
+    items.push({ Put: { TableName: this.tables.usage, Item: usage } });
+    return items;
+  }
+
+  async extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    if (hold.byok) return true;
+    const slice = hold.slice ?? 0;
+    const memo = this.memoOf(hold.workspaceId);
+    let moved = false;
+    for (let attempt = 0; attempt < 8; attempt += 1) {
+      const items: TransactItems = [
+        {
+          Update: {
+            TableName: this.tables.holds,
+            Key: { holdId: hold.holdId },
+            UpdateExpression: 'SET amountMicros = amountMicros + :extra',
+            ConditionExpression: 'attribute_exists(holdId)',
+            ExpressionAttributeValues: { ':extra': extraMicros },
+          },
+        },
+        // An extension is a reservation too, so it counts toward the spend rate; it is not
+        // refused by the cap, since cutting a running stream for pace would lose what it made.
+        update(
+          this.tables.ledger,
+          sliceKey(hold.workspaceId, slice),
+          sliceDebit({ slice, known: memo.seen.get(slice), micros: extraMicros, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: false }),
+        ),
+        ...hold.windows.map((sk) => {
+          const key = windowKey(hold.workspaceId, slice, sk);
+          if (sk.startsWith('MONTH#')) {
+            return update(this.tables.ledger, key, monthDebit({ slice, micros: extraMicros, limitMicros: limits.workspaceLimitMicros, ttl: 0, check: true }));
+          }
+          const limit = sk.startsWith('KEYWIN#') ? limits.keyLimitMicros : limits.memberLimitMicros;
+          return update(this.tables.ledger, key, windowDebit({ micros: extraMicros, limitMicros: limit, ttl: undefined, check: true }));
+        }),
+      ];
+      try {
+        await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        return true;
+      } catch (err) {
+        if (!isCancelled(err)) throw err;
+        if (onlyConflicts(err)) {
+          await pause(attempt);
+          continue;
+        }
+        if (failed(err, 1)) {
+          const item = reasonItem(err, 1);
+          const before = memo.seen.get(slice);
+          this.learn(memo, slice, item);
+          const seen = memo.seen.get(slice);
+          if (seen !== undefined && seen.availableMicros >= extraMicros && JSON.stringify(before?.slots) !== JSON.stringify(seen.slots)) continue;
+          if (seen !== undefined && seen.availableMicros < extraMicros && !moved) {
+            moved = true;
+            if (await this.moveCreditTo(hold.workspaceId, slice, extraMicros - seen.availableMicros, now).catch(() => false)) continue;
+          }
+        }
+        return false;
+      }
+    }
+    return false;
+  }
+
+  async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }> {
+    try {
+      await this.db.send(
+        new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, keyId), sk: windowKeys.rate(keyId, now) }, ...requestCount(ratePerMinute, Math.floor(now / 1000) + 180) }),
+      );
+      return {};
+    } catch (err) {
+      if (isConditionFailure(err)) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
+      throw err;
+    }
+  }
+
+  /** A consistent snapshot of a workspace's slices, and what this process learns from it. */
+  async readSlices(workspaceId: string, now: number = Date.now()): Promise<AdmissionSnapshot> {
+    return this.snapshot(workspaceId, this.memoOf(workspaceId), undefined, now);
+  }
+
+  /** Forgets what this process learned of a workspace's slices (an operator changed the count). */
+  forget(workspaceId: string): void {
+    this.memo.delete(workspaceId);
+  }
+}
+
+/**
+ * Sets a workspace's slice count to `to`, conditioned on it still being `from` (undefined: any).
+ * `floor`, when given, records the operator's setting: automatic growth never goes below it.
+ */
+export async function writeSliceCount(db: DocumentSender, ledgerTable: string, workspaceId: string, from: number | undefined, to: number, floor: number | undefined): Promise<boolean> {
+  if (!Number.isSafeInteger(to) || to < 1 || to > MAX_SLICES) throw new RangeError(`slice count must be 1..${MAX_SLICES}`);
+  const got = await db.send(new GetCommand({ TableName: ledgerTable, Key: sliceKey(workspaceId, 0), ConsistentRead: true }));
+  if (got.Item === undefined) throw new Error('workspace ledger not found');
+  const current = num(got.Item.sliceCount) || 1;
+  const high = Math.max(num(got.Item.sliceHigh) || 1, current, to);
+  if (from !== undefined && current !== from) return false;
+  const fromFloor = num(got.Item.sliceFloor) || 1;
+  const target = floor === undefined ? Math.max(to, fromFloor) : to;
+  try {
+    await db.send(
+      new UpdateCommand({
+        TableName: ledgerTable,
+        Key: sliceKey(workspaceId, 0),
+        UpdateExpression: `SET sliceCount = :to, sliceHigh = :high${floor === undefined ? '' : ', sliceFloor = :floor'}`,
+        // Pinned to what was read, so two writers cannot lose each other's change or lower `sliceHigh`.
+        ConditionExpression: current === 1 && got.Item.sliceCount === undefined ? 'attribute_not_exists(sliceCount)' : 'sliceCount = :from',
+        ExpressionAttributeValues: {
+          ':to': target,
+          ':high': high,
+          ...(floor === undefined ? {} : { ':floor': floor }),
+          ...(current === 1 && got.Item.sliceCount === undefined ? {} : { ':from': current }),
+        },
+      }),
+    );
+    return true;
+  } catch (err) {
+    if (isConditionFailure(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * Empties every retired slice (number >= the active count) into slice 0: its available credit,
+ * its spend-rate headroom and its month share's headroom, each conditioned on what was read.
+ * Holds still open on a retired slice settle there and are emptied the next time.
+ */
+export async function drainRetired(db: DocumentSender, ledgerTable: string, workspaceId: string, snapshot: AdmissionSnapshot): Promise<boolean> {
+  const items: TransactItems = [];
+  let money = 0;
+  let rate = 0;
+  for (const s of snapshot.slices) {
+    if (s.slice < snapshot.active) continue;
+    const built = sliceRebalance({ slice: s.slice, availableDelta: -s.availableMicros, prune: [], rateDelta: s.rateCap === undefined ? 0 : -s.rateRoom, monthDelta: 0 }, s, s.rateCap ?? 0);
+    if (built !== undefined && s.rateCap !== undefined && s.rateRoom < 0) continue; // owes headroom: leave it until its reservations age out
+    if (built === undefined) continue;
+    items.push(update(ledgerTable, sliceKey(workspaceId, s.slice), built));
+    money += s.availableMicros;
+    if (s.rateCap !== undefined) rate += s.rateRoom;
+  }
+  const zero = snapshot.slices[0];
+  if (items.length === 0 || zero === undefined) return true;
+  const cap = snapshot.slices.find((s) => s.slice >= snapshot.active && s.rateCap !== undefined)?.rateCap ?? zero.rateCap ?? 0;
+  const into = sliceRebalance({ slice: 0, availableDelta: money, prune: [], rateDelta: rate, monthDelta: 0 }, zero, cap);
+  if (into !== undefined) items.push(update(ledgerTable, sliceKey(workspaceId, 0), into));
+  try {
+    await db.send(new TransactWriteCommand({ TransactItems: items }));
+    return true;
+  } catch (err) {
+    if (!isCancelled(err)) throw err;
+    return false; // the state moved under us; the caller reads again
+  }
+}
+
+export { BALANCE_SK };
