@@ -4,14 +4,16 @@
  * DynamoDB Local (persistent, in `.dynamodb/`) → the tables from the shared schema → the catalog
  * from `config/` → the upstream simulator as provider `local` → a dev workspace on first start
  * → the gateway handler behind a local Function URL stand-in → the aggregator on the usage
- * table's stream → the sweeper on a one-minute timer. Ctrl-C (or SIGTERM) stops all of it, in
- * the reverse order, and nothing is left running even when start-up fails half-way.
+ * table's stream → the sweeper on a timer (`SLUICE_LOCAL_SWEEP_EVERY_MS`, a minute by default).
+ * Ctrl-C (or SIGTERM) stops all of it, in the reverse order, and nothing is left running even
+ * when start-up fails half-way.
  *
  * Environment: `PORT` (default 8787) for the gateway; `SLUICE_ADMIN_PORT` (default: any free port)
  * for the management API; `SLUICE_LOCAL_HOME` to keep `.dynamodb/`
  * and `.sluice/` somewhere other than the repository root; provider keys as named in
  * `config/providers.json` (`SLUICE_PROVIDER_KEY_*`).
  */
+import { sweepEveryMs } from './sweep-interval';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -43,7 +45,8 @@ const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 's
 
 const TABLE_PREFIX = 'sluice-local-';
 const DEFAULT_PORT = 8787;
-const SWEEP_EVERY_MS = 60_000;
+/** How often the sweeper runs (SLUICE_LOCAL_SWEEP_EVERY_MS; a minute by default, as deployed). */
+const SWEEP_EVERY_MS = sweepEveryMs(process.env);
 /** Credit the dev workspace starts with, in minor units (100.00). */
 const SEED_CREDIT_MINOR = 10_000;
 /** The model the printed examples call when the simulator serves. */

@@ -195,4 +195,6 @@ export interface UsageRecord {
   readonly startedAt: number;
   readonly durationMs: number;
   readonly firstByteMs?: number;
+  /** The token counts are Sluice's own count: the provider's never arrived. */
+  readonly estimated?: boolean;
 }

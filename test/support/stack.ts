@@ -28,6 +28,8 @@ export interface StackOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Replace gateway dependencies (e.g. a counting ledger). */
   readonly overrides?: Partial<GatewayDeps>;
+  /** A DynamoDB Local of the test's own (one it may pause) instead of the run's shared one. */
+  readonly dynamoEndpoint?: string;
 }
 
 export interface Balance {
@@ -61,7 +63,7 @@ export interface TestStack {
 }
 
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
-  const tables = await testTables();
+  const tables = await testTables(options.dynamoEndpoint);
   const sim = await startSimulator();
   const secretsDir = mkdtempSync(path.join(tmpdir(), 'sluice-secrets-'));
   const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
