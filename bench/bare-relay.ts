@@ -77,7 +77,7 @@ async function main(): Promise<void> {
       peakRss: m.rss,
       peakHeapUsed: m.heapUsed,
       peakExternal: m.external,
-      trips: { ledger: 0, directory: 0, catalog: 0 },
+      trips: { ledger: 0, lookups: 0 },
       inflight,
       served,
     };

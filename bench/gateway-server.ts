@@ -24,6 +24,7 @@ import { serveLambda, type StreamingHandler } from '../local/http-server';
 import { installLambdaShim } from '../local/lambda-shim';
 import type { FromGateway, GatewayStats, Phases, ToGateway, TripSample } from './protocol';
 import { mainThreadWakeups } from './wakeups';
+import { countRoundTrips } from './round-trips';
 
 const PEAK_SAMPLE_MS = 10;
 
@@ -52,7 +53,8 @@ async function main(): Promise<void> {
   const runtime = installLambdaShim() as unknown as AwsLambdaRuntime;
   const config = loadConfig(process.env);
   const wiring = buildGateway(config, process.env, { telemetry: new EmfTelemetry(config.stage) });
-  const lookups = (): number => wiring.directory.roundTrips + wiring.catalog.roundTrips;
+  const trips = countRoundTrips([wiring.doc, wiring.wire], config.tablePrefix);
+  const lookups = (): number => trips.lookups;
 
   let recording = false;
   let samples: TripSample[] = [];
@@ -86,7 +88,7 @@ async function main(): Promise<void> {
     inflight += 1;
     if (recording) marks = { ...MARKS, start: performance.now() };
     const sentAt = Number(event.headers?.['x-bench-sent'] ?? Number.NaN);
-    const ledger0 = wiring.ledger.roundTrips;
+    const ledger0 = trips.ledger;
     const lookups0 = lookups();
     const inner = lambdaSink(runtime, responseStream);
     let ledgerBefore = -1;
@@ -96,7 +98,7 @@ async function main(): Promise<void> {
     let stream = false;
     const firstByte = (): void => {
       if (ledgerBefore >= 0) return;
-      ledgerBefore = wiring.ledger.roundTrips - ledger0;
+      ledgerBefore = trips.ledger - ledger0;
       lookupsBefore = lookups() - lookups0;
     };
     const sink: ResponseSink = {
@@ -117,7 +119,7 @@ async function main(): Promise<void> {
         mark('firstByte');
         mark('end');
         firstByte();
-        atEnd = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
+        atEnd = trips.ledger - ledger0 + lookups() - lookups0;
         return inner.end();
       },
     };
@@ -128,7 +130,7 @@ async function main(): Promise<void> {
       served += 1;
       if (recording && ledgerBefore >= 0) {
         mark('done');
-        const total = wiring.ledger.roundTrips - ledger0 + lookups() - lookups0;
+        const total = trips.ledger - ledger0 + lookups() - lookups0;
         const before = ledgerBefore + lookupsBefore;
         const epoch = (t: number | undefined): number => (t === undefined || t < 0 ? -1 : performance.timeOrigin + t);
         samples.push({
@@ -174,7 +176,7 @@ async function main(): Promise<void> {
       peakRss: Math.max(peakRss, m.rss),
       peakHeapUsed: Math.max(peakHeapUsed, m.heapUsed),
       peakExternal: Math.max(peakExternal, m.external),
-      trips: { ledger: wiring.ledger.roundTrips, directory: wiring.directory.roundTrips, catalog: wiring.catalog.roundTrips },
+      trips: { ledger: trips.ledger, lookups: trips.lookups },
       inflight,
       served,
     };

@@ -4,11 +4,13 @@
  * the figures are the gateway's alone, not the load generator's or the simulator's.
  */
 
-/** DynamoDB round trips made by each adapter of the gateway, cumulative since start. */
+/**
+ * DynamoDB round trips of the gateway, cumulative since start, counted by `bench/round-trips.ts`:
+ * the ledger's (ledger, holds, usage tables) and the lookups (keys, workspaces, catalog).
+ */
 export interface RoundTrips {
   readonly ledger: number;
-  readonly directory: number;
-  readonly catalog: number;
+  readonly lookups: number;
 }
 
 /**

@@ -51,6 +51,7 @@ import { MB, buildResults, phaseReport, renderTables, side, tripReport, type Big
 import { LowLevelSender } from './sdk-low-level';
 import { storeMapMain } from './store-map';
 import { round, summarize } from './stats';
+import { countRoundTrips } from './round-trips';
 
 /** The whole run may not take longer than this; the watchdog then cleans up and exits. */
 const WATCHDOG_MS = 9 * 60_000;
@@ -234,6 +235,7 @@ async function main(): Promise<void> {
     // gateway does not pay.
     const wire = wireClient(config, doc);
     cleanup.add('wire client', async () => wire.destroy());
+    const floorTrips = countRoundTrips([wire], TABLE_PREFIX);
     const ledger = new DynamoLedger(wire, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
     const limits: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 5_000_000_000, keyRatePerMinute: 100_000_000 };
     /** Floor samples of the phase running now (each latency target meets its own phase's floor). */
@@ -256,14 +258,14 @@ async function main(): Promise<void> {
     });
     const transaction = async (keep: boolean): Promise<void> => {
       const now = Date.now();
-      const before = ledger.roundTrips;
+      const before = floorTrips.ledger;
       const c0 = process.cpuUsage();
       const t0 = performance.now();
       const outcome = await ledger.admit(floorAdmission(now));
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the floor's admission was refused: ${outcome.refusal.kind}`);
-      const trips = ledger.roundTrips - before;
+      const trips = floorTrips.ledger - before;
       if (keep) {
         if (trips === 1) {
           txnSamples.push(ms);
@@ -506,32 +508,34 @@ async function main(): Promise<void> {
     };
 
     log(`control: the AWS SDK client's CPU per TransactWriteItems (${plan.sdkCalls} calls)`);
+    const sdkTrips = countRoundTrips([doc], TABLE_PREFIX);
     const sdkLedger = new DynamoLedger(doc, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
     const sdkCpuUs: number[] = [];
     for (let i = 0; i < plan.sdkCalls + 20; i += 1) {
       const now = Date.now();
       const c0 = process.cpuUsage();
-      const before = sdkLedger.roundTrips;
+      const before = sdkTrips.ledger;
       const outcome = await sdkLedger.admit(floorAdmission(now));
       const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the SDK control's admission was refused: ${outcome.refusal.kind}`);
-      if (i >= 20 && sdkLedger.roundTrips - before === 1) sdkCpuUs.push(cpu.user + cpu.system);
+      if (i >= 20 && sdkTrips.ledger - before === 1) sdkCpuUs.push(cpu.user + cpu.system);
       await sdkLedger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
     }
 
     log(`control: the SDK's low-level DynamoDBClient, input in attribute values, CPU per TransactWriteItems (${plan.sdkCalls} calls)`);
     const lowLevel = new LowLevelSender(db.endpoint);
     cleanup.add('low-level SDK client', async () => lowLevel.destroy());
+    const lowTrips = countRoundTrips([lowLevel], TABLE_PREFIX);
     const lowLedger = new DynamoLedger(lowLevel as unknown as DocumentSender, { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') });
     const lowLevelCpuUs: number[] = [];
     for (let i = 0; i < plan.sdkCalls + 20; i += 1) {
       const now = Date.now();
       const c0 = process.cpuUsage();
-      const before = lowLedger.roundTrips;
+      const before = lowTrips.ledger;
       const outcome = await lowLedger.admit(floorAdmission(now));
       const cpu = process.cpuUsage(c0);
       if (!outcome.admitted) throw new Error(`the low-level control's admission was refused: ${outcome.refusal.kind}`);
-      if (i >= 20 && lowLedger.roundTrips - before === 1) lowLevelCpuUs.push(cpu.user + cpu.system);
+      if (i >= 20 && lowTrips.ledger - before === 1) lowLevelCpuUs.push(cpu.user + cpu.system);
       await lowLedger.settle(outcome.hold, { counts: undefined, chargeMicros: 1_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: Date.now() });
     }
 
@@ -671,7 +675,7 @@ function wakeupsPer(a: GatewayStats, b: GatewayStats, frames: number): number {
 }
 
 function totalTrips(s: GatewayStats): number {
-  return s.trips.ledger + s.trips.directory + s.trips.catalog;
+  return s.trips.ledger + s.trips.lookups;
 }
 
 /** Frames and reads over several streams of one side. */

@@ -15,9 +15,6 @@ interface Snapshot {
 
 export class DynamoCatalog implements Catalog {
   private readonly cache: TtlCache<Snapshot>;
-  /** Round trips made by this instance (for the benchmark's instrumentation). */
-  roundTrips = 0;
-
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly table: string,
@@ -33,7 +30,6 @@ export class DynamoCatalog implements Catalog {
       const providers = new Map<string, ProviderConfig>();
       let start: Record<string, unknown> | undefined;
       do {
-        this.roundTrips += 1;
         const page = await this.doc.send(new ScanCommand({ TableName: this.table, ExclusiveStartKey: start }));
         for (const item of page.Items ?? []) {
           const pk = String(item.pk);

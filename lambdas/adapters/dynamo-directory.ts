@@ -15,9 +15,6 @@ export interface DirectoryTables {
 
 export class DynamoDirectory implements KeyDirectory, WorkspaceDirectory {
   private readonly cache: TtlCache<Record<string, unknown> | undefined>;
-  /** Round trips made by this instance (for the benchmark's instrumentation). */
-  roundTrips = 0;
-
   constructor(
     private readonly doc: DocumentSender,
     private readonly tables: DirectoryTables,
@@ -30,7 +27,6 @@ export class DynamoDirectory implements KeyDirectory, WorkspaceDirectory {
   private read(table: string, key: Record<string, string>): Promise<Record<string, unknown> | undefined> {
     const cacheKey = `${table}|${Object.values(key).join('|')}`;
     return this.cache.get(cacheKey, async () => {
-      this.roundTrips += 1;
       const out = await this.doc.send(new GetCommand({ TableName: table, Key: key }));
       return out.Item;
     });

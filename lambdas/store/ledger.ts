@@ -120,15 +120,8 @@ export class LedgerContentionError extends Error {
 
 export class DynamoLedger implements Ledger {
   private readonly memo = new Map<string, SliceMemo>();
-  /**
-   * Round trips to DynamoDB made by this instance. Kept only until the bench counts round trips
-   * with its own wrapper (issue 10); nothing in the runtime reads it.
-   */
-  roundTrips = 0;
-
-  /** The client, counting one round trip per use. */
+  /** The client (the benchmark counts its round trips by wrapping it: `bench/round-trips.ts`). */
   private get db(): DocumentSender {
-    this.roundTrips += 1;
     return this.doc;
   }
 
