@@ -27,7 +27,7 @@ import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import {
   METADATA_PRELUDE_CONTENT_TYPE,
   PRELUDE_DELIMITER_LENGTH,
-  type ResponseSink,
+  type StreamDestination,
   RuntimeResponseStream,
   isStreamingHandler,
   makeLambdaContext,
@@ -511,7 +511,7 @@ function formatRequestTime(d: Date): string {
  * The Function URL's side of one response: decodes the prelude, sends status and headers with
  * the first body bytes, and passes every chunk on at once, honouring the socket's backpressure.
  */
-class FunctionUrlResponse implements ResponseSink {
+class FunctionUrlResponse implements StreamDestination {
   private pending: Buffer | undefined; // prelude bytes until the delimiter
   private started = false;
   private clientGone = false;

@@ -117,7 +117,7 @@ export function streamingHighWaterMark(handler: unknown): number | undefined {
  * `contentType` is the value in force for the whole response (it cannot change after the first
  * write). `done` is the write callback, so a sink applies backpressure by calling it late.
  */
-export interface ResponseSink {
+export interface StreamDestination {
   write(contentType: string, chunk: Buffer, done: () => void): void;
   end(contentType: string, done: () => void): void;
 }
@@ -136,7 +136,7 @@ export class RuntimeResponseStream extends Writable implements PreludeCapableStr
   private written = false;
 
   constructor(
-    private readonly sink: ResponseSink,
+    private readonly sink: StreamDestination,
     highWaterMark?: number,
   ) {
     super(highWaterMark === undefined ? {} : { highWaterMark });
