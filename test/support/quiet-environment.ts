@@ -1,6 +1,6 @@
 /**
  * Jest's node environment, quiet on success: what a test writes through `console` or to
- * `process.stderr` (a production log line, CDK's "Bundling asset" notices) is kept while the test
+ * `process.stdout`/`process.stderr` (a production log line, CDK's "Bundling asset" notices) is kept while the test
  * runs and shown only if that test fails. `npm run test:verbose` shows everything as it happens.
  */
 import NodeEnvironment from 'jest-environment-node';
@@ -15,7 +15,7 @@ type Method = 'log' | 'info' | 'warn' | 'error' | 'debug';
 const METHODS: readonly Method[] = ['log', 'info', 'warn', 'error', 'debug'];
 
 interface Kept {
-  readonly method: Method | 'stderr';
+  readonly method: Method | 'stdout' | 'stderr';
   readonly args: unknown[];
 }
 
@@ -36,20 +36,30 @@ export default class QuietEnvironment extends NodeEnvironment {
         this.kept.push({ method, args });
       };
     }
-    const write = process.stderr.write;
-    process.stderr.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
-      this.kept.push({ method: 'stderr', args: [typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString()] });
-      const done = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
-      done?.();
-      return true;
-    }) as typeof process.stderr.write;
+    // Jest's reporters write to stderr from the parent process; in this worker both streams are
+    // the tests' own (a figure a test prints, CDK's notices), kept like console calls.
+    const keep = (stream: NodeJS.WriteStream, method: 'stdout' | 'stderr'): (() => void) => {
+      const write = stream.write;
+      stream.write = ((chunk: unknown, ...rest: unknown[]): boolean => {
+        this.kept.push({ method, args: [typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString()] });
+        const done = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+        done?.();
+        return true;
+      }) as typeof stream.write;
+      writers.set(method, (text) => write.call(stream, text));
+      return () => {
+        stream.write = write;
+      };
+    };
+    const writers = new Map<'stdout' | 'stderr', (text: string) => void>();
+    const undo = [keep(process.stdout, 'stdout'), keep(process.stderr, 'stderr')];
     this.restore = (): void => {
-      process.stderr.write = write;
+      for (const u of undo) u();
       for (const [method, fn] of originals) jestConsole[method] = fn;
     };
     this.flush = (): void => {
       for (const { method, args } of this.kept) {
-        if (method === 'stderr') write.call(process.stderr, String(args[0]));
+        if (method === 'stdout' || method === 'stderr') writers.get(method)?.(String(args[0]));
         else (originals.get(method) as (...a: unknown[]) => void)(...args);
       }
       this.kept = [];
