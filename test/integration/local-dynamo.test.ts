@@ -126,7 +126,8 @@ describe('startDynamoLocal', () => {
   });
 
   it('keeps data in dataDir across a restart, and stop() ends the process', async () => {
-    const first = await startDynamoLocal({ dataDir: dir });
+    // Java's start-up, like jest's global setup allows it: a loaded 2-core machine can take over 30 s.
+    const first = await startDynamoLocal({ dataDir: dir, readyTimeoutMs: 60_000 });
     let client: DynamoDBClient = makeDynamoClient(first.endpoint);
     try {
       await ensureTables(client, 'persist-');
@@ -144,7 +145,7 @@ describe('startDynamoLocal', () => {
     }
     expect(isAlive(first.pid)).toBe(false);
 
-    const second = await startDynamoLocal({ dataDir: dir });
+    const second = await startDynamoLocal({ dataDir: dir, readyTimeoutMs: 60_000 });
     client = makeDynamoClient(second.endpoint);
     try {
       const { TableNames = [] } = await client.send(new ListTablesCommand({}));
@@ -164,14 +165,14 @@ describe('startDynamoLocal', () => {
     const address = blocker.address();
     if (address === null || typeof address === 'string') throw new Error('no port');
     try {
-      await expect(startDynamoLocal({ port: address.port, readyTimeoutMs: 30_000 })).rejects.toThrow(
+      await expect(startDynamoLocal({ port: address.port, readyTimeoutMs: 60_000 })).rejects.toThrow(
         new RegExp(`exited during start-up[\\s\\S]*${address.port}[\\s\\S]*DynamoDB Local output[\\s\\S]*Failed to bind`),
       );
     } finally {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
     }
     expect(dynamoLocalPidsOnPort(address.port)).toEqual([]);
-  }, 60_000);
+  }, 90_000);
 
   it('refuses a relative dataDir', async () => {
     await expect(startDynamoLocal({ dataDir: 'relative/dir' })).rejects.toThrow('dataDir must be absolute');
