@@ -1,8 +1,8 @@
 /**
  * `sluice usage`: a workspace's daily or monthly totals (requests, tokens, spend), overall, by
  * key, by model and by member, from the management API's report of the aggregator's rollups;
- * and `sluice usage request <id>`, the usage row of one request. Spend is printed in minor units
- * with six decimals, computed on integers (the rollups count micro-units).
+ * and `sluice usage request <id>`, the usage row of one request. Spend is printed in the ledger's
+ * currency and major units (`USD 0.065`), computed on integers (the rollups count micro-units).
  *
  * `sluice usage --workspace <id> [--period day|month] [--from <id>] [--to <id>] [--json|--csv]
  * [--stage …] [--region …] [--endpoint …]`. Days are `yyyy-mm-dd`, months `yyyy-mm`, both UTC and
@@ -46,7 +46,7 @@ export const USAGE_HELP = [
   '  --from, --to         yyyy-mm-dd (day) or yyyy-mm (month), inclusive; default the last 7 days',
   '                       or the last 3 months, up to today (UTC)',
   '  --stage, --region, --endpoint   as for every sluice command (default --stage local)',
-  '  spend is in minor units with six decimals (micro-units exact)',
+  '  spend is in the ledger currency and major units (USD 0.065); --json also gives chargeMicros, exact',
 ].join('\n');
 
 type Parsed = ReturnType<typeof parse>;
@@ -99,7 +99,7 @@ function cells(t: Cells): string[] {
 /** What `sluice usage` prints for a report: lines for a person, and one CSV table of every row. */
 export function renderUsage(report: UsageReport): Outcome {
   const { workspaceId, period, from, to, total, totals, byKey, byModel, byMember } = report;
-  const human = [`usage of ${workspaceId} by ${period}, ${from} to ${to} (UTC); spend in minor units`];
+  const human = [`usage of ${workspaceId} by ${period}, ${from} to ${to} (UTC)`];
   if (totals.length === 0) {
     human.push('no requests in that range');
   } else {

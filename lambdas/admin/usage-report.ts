@@ -4,13 +4,13 @@
  */
 import { readUsage, type UsageRow } from '../aggregator/read';
 import type { RollupPeriod } from '../aggregator/aggregate';
-import { formatMicros } from '../store/directory-validate';
+import { formatMoney } from '../core/money-format';
 import type { AdminContext } from '../store/directory-context';
 import { ValidationError } from '../store/directory-errors';
 import { requireWorkspace } from '../store/directory-common';
 import { queryKeyRecords } from '../store/directory-keys';
 
-/** Totals of some rows; spend as integer micro-units and as minor units with six decimals. */
+/** Totals of some rows; spend as integer micro-units and in the currency's major units. */
 export interface Totals {
   readonly requests: number;
   readonly inputTokens: number;
@@ -54,7 +54,7 @@ function sum(rows: readonly UsageRow[]): Totals {
     t.reasoningTokens += r.reasoningTokens;
     t.chargeMicros += r.chargeMicros;
   }
-  return { ...t, spend: formatMicros(t.chargeMicros) };
+  return { ...t, spend: formatMoney(t.chargeMicros) };
 }
 
 /**
@@ -76,7 +76,7 @@ export async function usageReport(
     if (err instanceof RangeError) throw new ValidationError(`--from/--to: ${err.message}`);
     throw err;
   }
-  const withSpend = (r: UsageRow): ReportRow => ({ ...r, spend: formatMicros(r.chargeMicros) });
+  const withSpend = (r: UsageRow): ReportRow => ({ ...r, spend: formatMoney(r.chargeMicros) });
   const totals = rows.filter((r) => r.scope === 'all').map(withSpend);
   const byKey = rows.filter((r) => r.scope === 'key').map(withSpend);
   const byModel = rows.filter((r) => r.scope === 'model').map(withSpend);

@@ -397,20 +397,20 @@ async function usageCommand(argv: readonly string[], ctx: AdminContext): Promise
 
 describe('sluice usage', () => {
   // Runs after the aggregator tests above, whose rollups it reads.
-  it('prints per-day totals, by key and by model, with spend in minor units to six decimals', async () => {
+  it('prints per-day totals, by key and by model, with spend in the currency and major units', async () => {
     await db.doc.send(
       new PutCommand({ TableName: tableName(db.prefix, 'workspaces'), Item: { pk: WS, sk: 'META', workspaceId: WS, name: 'agg', createdAt: 0, paused: false } }),
     );
     const ctx = { doc: db.doc, tablePrefix: db.prefix, stage: 'local', now: () => DAY2 };
     const out = await usageCommand(['-w', WS, '--from', '2026-11-21'], ctx);
     const text = out.human.join('\n');
-    expect(out.human[0]).toBe(`usage of ${WS} by day, 2026-11-21 to 2026-11-22 (UTC); spend in minor units`);
-    expect(text).toMatch(/^ {2}2026-11-22 +3 +500 +100 +120 +40 +5\.500001$/m);
-    expect(text).toMatch(/^ {2}all +4 +600 +120 +170 +50 +6\.500001$/m);
-    expect(text).toMatch(/^ {2}2026-11-22 +key_a +2 .* 3\.000001$/m);
-    expect(text).toMatch(/^ {2}2026-11-22 +local\/echo +1 .* 0\.000000$/m);
+    expect(out.human[0]).toBe(`usage of ${WS} by day, 2026-11-21 to 2026-11-22 (UTC)`);
+    expect(text).toMatch(/^ {2}2026-11-22 +3 +500 +100 +120 +40 +USD 0\.05500001$/m);
+    expect(text).toMatch(/^ {2}all +4 +600 +120 +170 +50 +USD 0\.06500001$/m);
+    expect(text).toMatch(/^ {2}2026-11-22 +key_a +2 .* USD 0\.03000001$/m);
+    expect(text).toMatch(/^ {2}2026-11-22 +local\/echo +1 .* USD 0\.00$/m);
     const json = out.json as { total: { chargeMicros: number; spend: string }; byModel: { id: string }[] };
-    expect(json.total).toMatchObject({ requests: 4, chargeMicros: 6_500_001, spend: '6.500001' });
+    expect(json.total).toMatchObject({ requests: 4, chargeMicros: 6_500_001, spend: 'USD 0.06500001' });
     expect(json.byModel.map((r) => r.id)).toEqual(['openai/gpt-x', 'anthropic/claude-x', 'local/echo', 'openai/gpt-x']);
 
     const months = await usageCommand(['-w', WS, '--period', 'month', '--from', '2026-11', '--to', '2027-01', '--json'], ctx);
