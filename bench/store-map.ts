@@ -102,6 +102,8 @@ export interface ConflictSide {
    * request: what DynamoDB would cancel as conflicts (see `CallCounts.overlaps`).
    */
   readonly overlapsPerAdmission: number;
+  /** Of those, overlapping on an item that is not one API key's own (a slice, a month share): what slices divide. */
+  readonly sharedOverlapsPerAdmission: number;
   /** Gateway transactions per admitted request (retries included). */
   readonly transactionsPerRequest: number;
 }
@@ -268,6 +270,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
 
     const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
     steps.push({ name: 'tap', run: () => tap.close() });
+    tap.ownPartitions = new Set([...many, ...five, one, ...sliced].map((c) => keyPk(c.workspaceId, c.keyId)));
     tap.workspaces = [...new Set([...many, ...five, one, ...sliced].map((c) => c.workspaceId))];
     const gatewayEndpoint = await tap.listen('gateway');
     const aggregatorEndpoint = await tap.listen('aggregator');
@@ -342,7 +345,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
 
     // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
     tap.mode = 'count';
-    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; transactions: number }>();
+    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; sharedOverlaps: number; transactions: number }>();
     const picks: readonly (readonly [string, (w: number) => Caller])[] = [
       ['64 workspaces', (w) => many[w % many.length] as Caller],
       ['one workspace, five keys, 1 slice', (w) => five[w % five.length] as Caller],
@@ -356,13 +359,14 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
         const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${pick(w).rawKey}` }));
         await gw.idle(60_000);
         const { counts } = tap.take();
-        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, transactions: 0 };
+        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, sharedOverlaps: 0, transactions: 0 };
         sides.set(name, {
           ok: s.ok + run.ok,
           failed: s.failed + run.failed,
           ms: s.ms + run.elapsedMs,
           conflicts: s.conflicts + (counts.conflicts.gateway ?? 0),
           overlaps: s.overlaps + (counts.overlaps.gateway ?? 0),
+          sharedOverlaps: s.sharedOverlaps + (counts.sharedOverlaps.gateway ?? 0),
           transactions: s.transactions + (counts.calls['gateway TransactWriteItems'] ?? 0) + (counts.cancelled.gateway ?? 0),
         });
       }
@@ -375,6 +379,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
       failed: s.failed,
       conflictsPerAdmission: s.conflicts / Math.max(1, s.ok),
       overlapsPerAdmission: s.overlaps / Math.max(1, s.ok),
+      sharedOverlapsPerAdmission: s.sharedOverlaps / Math.max(1, s.ok),
       transactionsPerRequest: s.transactions / Math.max(1, s.ok),
     }));
 
@@ -449,7 +454,7 @@ export function renderStoreMap(r: StoreMapResult): string {
   lines.push('locally, concurrency 64: throughput and conflicts (gateway transactions through the tap; DynamoDB Local never');
   lines.push('  cancels for a conflict, so "overlapping" counts transactions sent while another unanswered one held one of their items)');
   for (const s of r.storeMap.conflicts) {
-    lines.push(`  ${s.name.padEnd(26)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item; transactions per request ${r1(s.transactionsPerRequest)}`);
+    lines.push(`  ${s.name.padEnd(36)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item (${r1(s.sharedOverlapsPerAdmission)} on one that is not a key's own); transactions per request ${r1(s.transactionsPerRequest)}`);
   }
   lines.push('  before the store redesign (docs/bench.md): overlapping 2.0 per admission for one workspace, 0.94 for 64 workspaces');
   lines.push(`reported capacity (DynamoDB Local) equal to the computed figure on ${r.storeMap.reportedCapacity.agrees} of ${r.storeMap.reportedCapacity.agrees + r.storeMap.reportedCapacity.differs} write calls`);
