@@ -18,7 +18,7 @@
  *   it moves; index writes cost 1 unit per KB (they are not transactional).
  */
 import { HOLDS_BY_EXPIRY, TABLES, type IndexSchema, type TableSchema } from '../lambdas/shared/schema';
-import { EXPIRY_SHARDS, USAGE_SHARDS, allExpiryShards, allUsagePks, monthPk, slicePk } from '../lambdas/store/keys';
+import { EXPIRY_SHARDS, USAGE_SHARDS, allExpiryShards, allUsagePks, keyPk, monthPk, slicePk, windowKey } from '../lambdas/store/keys';
 
 /** An attribute value in DynamoDB's JSON wire form. */
 export interface WireValue {
@@ -205,7 +205,7 @@ export function hottest(writes: readonly KeyWrite[], requests: number, by: 'part
   for (const [key, t] of tally) {
     // A key written once in a run (a request's own marker, say) says nothing about a rate.
     if (shared && (t.workspaces.size === 1 || t.writes < 2)) continue;
-    const shards = t.family === undefined ? 1 : Math.max(1, t.family.partitions.length);
+    const shards = t.family === undefined ? 1 : Math.max(1, t.family.shards ?? t.family.partitions.length);
     const unitsPerRequest = t.units / n / shards;
     const hot: HotKey = { key, unitsPerRequest, ceilingRps: UNITS_PER_SECOND / unitsPerRequest, workspaces: t.workspaces.size, sources: [...t.sources].sort() };
     if (t.family === undefined) {
@@ -237,6 +237,20 @@ export interface KeyFamily {
   readonly name: string;
   /** Every partition key value of the family, as `KeyWrite.partition` spells it. */
   readonly partitions: readonly string[];
+  /**
+   * How many values' worth the traffic spreads over, when not all take an equal share: the hash
+   * picks one of `n` choices and several choices may map to one value (the busiest value takes
+   * `max multiplicity / n`, so this is `n / max multiplicity`). Default: `partitions.length`.
+   */
+  readonly shards?: number;
+}
+
+/** A family from `n` hash-picked choices, choice `i` landing on `partitionOf(i)`. */
+export function familyOfChoices(name: string, n: number, partitionOf: (i: number) => string): KeyFamily {
+  const counts = new Map<string, number>();
+  for (let i = 0; i < n; i += 1) counts.set(partitionOf(i), (counts.get(partitionOf(i)) ?? 0) + 1);
+  const most = Math.max(1, ...counts.values());
+  return { name, partitions: [...counts.keys()], shards: n / most };
 }
 
 /** `KeyWrite.partition` for a value of a table's (or an index's) partition key. */
@@ -272,6 +286,18 @@ export interface HotKey {
 export interface FamilyWorkspace {
   readonly workspaceId: string;
   readonly slices: number;
+  /** Its API keys' ids, for the families of a key's own items. */
+  readonly keyIds?: readonly string[];
+}
+
+/**
+ * The partition key values of an API key's own items (request counter, credit window): the
+ * store's `windowKey` for each workspace slice, so a store that spreads a key's items by the
+ * hold's slice is followed without the map knowing how (today: one value, `KEY#<ws>#<key>`).
+ */
+export function keyPartitions(workspaceId: string, keyId: string, slices: number): string[] {
+  const ledger = TABLES.ledger;
+  return Array.from({ length: Math.max(1, slices) }, (_, i) => partitionText(ledger.name, ledger.partitionKey.name, windowKey(workspaceId, i, `KEYWIN#${keyId}#0`).pk));
 }
 
 /**
@@ -292,12 +318,17 @@ export function storeFamilies(workspaces: readonly FamilyWorkspace[]): KeyFamily
   }
   const usage = TABLES.usage;
   const ledger = TABLES.ledger;
-  for (const { workspaceId: ws, slices } of workspaces) {
+  for (const { workspaceId: ws, slices, keyIds } of workspaces) {
     out.push({ name: partitionText(usage.name, usage.partitionKey.name, `${ws}#U<0..${USAGE_SHARDS - 1}>`), partitions: allUsagePks(ws).map((v) => partitionText(usage.name, usage.partitionKey.name, v)) });
     const n = Math.max(1, slices);
     const range = Array.from({ length: n }, (_, i) => i);
     // One slice is one key: no family, the key stands as it is.
     if (n === 1) continue;
+    for (const keyId of keyIds ?? []) {
+      const own = keyPartitions(ws, keyId, n);
+      const family = familyOfChoices(partitionText(ledger.name, ledger.partitionKey.name, `${keyPk(ws, keyId)} (key's slices)`), n, (i) => own[i] as string);
+      if (family.partitions.length > 1) out.push(family);
+    }
     out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${slicePk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (escrow slices)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, slicePk(ws, i))) });
     out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${monthPk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (month shares)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, monthPk(ws, i))) });
   }

@@ -27,14 +27,14 @@ import { documentClient } from '../lambdas/adapters/dynamo-client';
 import { aggregate } from '../lambdas/aggregator/aggregate';
 import { loadConfig } from '../lambdas/shared/config';
 import { TABLES, tableName, type TableName } from '../lambdas/shared/schema';
-import { MAX_SLICES, keyPk, readBalance, setLedgerSlices, type LedgerTables } from '../lambdas/store';
+import { MAX_SLICES, readBalance, setLedgerSlices, type LedgerTables } from '../lambdas/store';
 import { startDynamoLocal } from '../local/dynamo-local';
 import { startStreamPoller } from '../local/stream-poller';
 import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
 import { closedLoop, post, targetFrom, type Target } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
-import { ceilingOf, hottest, keyWrites, partitionText, storeFamilies, type FamilyWorkspace, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
+import { ceilingOf, hottest, keyPartitions, keyWrites, storeFamilies, type FamilyWorkspace, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
 import { WriteTap, type CallCounts } from './store-map-tap';
 
 /** How big each part is. */
@@ -171,7 +171,7 @@ function toKeyWrites(writes: readonly ItemWrite[]): KeyWrite[] {
 
 function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
   const families: KeyFamily[] = storeFamilies(workspaces);
-  const ownKeys = new Set(callers.map((c) => partitionText(TABLES.ledger.name, TABLES.ledger.partitionKey.name, keyPk(c.workspaceId, c.keyId))));
+  const ownKeys = new Set(callers.flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES)));
   const keys = toKeyWrites(writes);
   // Every request sent: a rare failure (after admission) still wrote.
   const n = Math.max(1, run.ok + run.failed);
@@ -264,13 +264,17 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const slicesOf = async (callers: readonly Caller[]): Promise<FamilyWorkspace[]> => {
       const ids = [...new Set(callers.map((c) => c.workspaceId))];
       const out: FamilyWorkspace[] = [];
-      for (const workspaceId of ids) out.push({ workspaceId, slices: (await readBalance(doc, ledgerTables, workspaceId)).slices });
+      for (const workspaceId of ids) {
+        const keyIds = callers.filter((c) => c.workspaceId === workspaceId).map((c) => c.keyId);
+        out.push({ workspaceId, slices: (await readBalance(doc, ledgerTables, workspaceId)).slices, keyIds });
+      }
       return out;
     };
 
     const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
     steps.push({ name: 'tap', run: () => tap.close() });
-    tap.ownPartitions = new Set([...many, ...five, one, ...sliced].map((c) => keyPk(c.workspaceId, c.keyId)));
+    // Raw partition key values of every key's own items (after `<table> pk=`).
+    tap.ownPartitions = new Set([...many, ...five, one, ...sliced].flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES).map((p) => p.slice(p.indexOf('=') + 1))));
     tap.workspaces = [...new Set([...many, ...five, one, ...sliced].map((c) => c.workspaceId))];
     const gatewayEndpoint = await tap.listen('gateway');
     const aggregatorEndpoint = await tap.listen('aggregator');

@@ -2,8 +2,8 @@
  * The store write map's arithmetic: DynamoDB's item sizes and write units, the index writes
  * derived from the table schema, and the ceilings drawn from a run's writes.
  */
-import { ceilingOf, hottest, itemSize, keyWrites, numberSize, partitionText, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
-import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, monthPk, slicePk, usagePk } from '../../lambdas/store/keys';
+import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, keyPk, monthPk, slicePk, usagePk, windowKey } from '../../lambdas/store/keys';
 import type { TableSchema } from '../../lambdas/shared/schema';
 
 describe('DynamoDB sizes', () => {
@@ -225,5 +225,44 @@ describe('storeFamilies: from the store\'s own key functions and shard counts', 
   it('the expiry index family is the one the schema names', () => {
     expect(families[0]?.name).toBe(`holds/byExpiryShard expiryShard=X<0..${EXPIRY_SHARDS - 1}>`);
     expect(families[0]?.partitions[0]).toBe('holds/byExpiryShard expiryShard=X0');
+  });
+});
+
+describe('familyOfChoices: hash-picked choices that share values', () => {
+  it.each([
+    // [choices, values (choice i lands on i mod values), distinct values, effective shards]
+    [48, 48, 48, 48],
+    [48, 8, 8, 8], // six choices on each value: 1/8 each
+    [12, 8, 8, 6], // values 0-3 take two choices each: the busiest takes 2/12
+    [5, 1, 1, 1],
+  ])('%i choices over %i values: %i values, %i shards', (choices, values, distinct, shards) => {
+    const f = familyOfChoices('f', choices, (i) => `t pk=V${i % values}`);
+    expect(f.partitions).toHaveLength(distinct);
+    expect(f.shards).toBe(shards);
+  });
+
+  it('the busiest value\'s share sets the ceiling', () => {
+    const f = familyOfChoices('t pk=V<n>', 12, (i) => `t pk=V${i % 8}`);
+    const writes: KeyWrite[] = Array.from({ length: 12 }, (_, i) => ({ source: 'gateway', target: 't', partition: `t pk=V${i % 8}`, item: `t pk=V${i % 8} sk=A`, units: 6, workspaces: ['ws'] }));
+    const [top] = hottest(writes, 12, 'partition', false, [f]);
+    // 6 units per request over 6 effective shards: 1 unit each, 1,000 req/s (V0 takes 2 of 12 requests).
+    expect(top?.unitsPerRequest).toBeCloseTo(1, 12);
+    expect(ceilingOf([top as NonNullable<typeof top>])).toBe(1_000);
+  });
+});
+
+describe('keyPartitions: a key\'s own partitions, as the store places them', () => {
+  it('follows windowKey for every workspace slice', () => {
+    const pks = new Set(Array.from({ length: 48 }, (_, i) => windowKey('ws_a', i, 'KEYWIN#key_1#0').pk));
+    expect(new Set(keyPartitions('ws_a', 'key_1', 48))).toEqual(new Set([...pks].map((pk) => partitionText('ledger', 'pk', pk))));
+    expect(keyPartitions('ws_a', 'key_1', 1)).toEqual([partitionText('ledger', 'pk', keyPk('ws_a', 'key_1'))]);
+  });
+
+  it('a key family exists only when its items spread over more than one value', () => {
+    const spread = new Set(keyPartitions('ws_a', 'key_1', 48)).size;
+    const families = storeFamilies([{ workspaceId: 'ws_a', slices: 48, keyIds: ['key_1'] }]);
+    const keyFamily = families.find((f) => f.partitions.includes(partitionText('ledger', 'pk', keyPk('ws_a', 'key_1'))));
+    if (spread === 1) expect(keyFamily).toBeUndefined();
+    else expect(keyFamily?.partitions).toHaveLength(spread);
   });
 });
