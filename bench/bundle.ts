@@ -33,7 +33,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
   const bareRelay = path.join(dir, 'bare-relay.js');
   const common = { bundle: true, platform: 'node', format: 'cjs', logLevel: 'error', absWorkingDir: REPO_ROOT } as const;
   await Promise.all([
-    // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* external, ES modules first.
+    // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* and gpt-tokenizer external, ES modules first.
     build({
       ...common,
       entryPoints: [path.join(REPO_ROOT, 'lambdas/gateway/handler.ts')],
@@ -42,7 +42,8 @@ export async function buildBundles(dir: string): Promise<Bundles> {
       sourcemap: true,
       sourcesContent: false,
       target: 'node22',
-      external: ['@aws-sdk/*'],
+      // As lib/sluice-function.ts: the tokenizer ships beside the bundle, loaded only when needed.
+      external: ['@aws-sdk/*', 'gpt-tokenizer'],
       mainFields: ['module', 'main'],
     }),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'local/lambda-shim.ts')], outfile: shim, target: 'node20' }),

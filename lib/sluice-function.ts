@@ -88,8 +88,21 @@ export class SluiceFunction extends Construct {
         sourcesContent: false,
         target: 'node22',
         format: nodejs.OutputFormat.CJS,
-        // The nodejs22.x runtime ships SDK v3; bundling it would only slow cold starts.
-        externalModules: ['@aws-sdk/*'],
+        // The nodejs22.x runtime ships SDK v3; bundling it would only slow cold starts. The
+        // tokenizer (estimated charges, a rare path) is left out of the bundle too: its encoding
+        // tables are megabytes that every cold start would parse; it ships beside the bundle and
+        // loads only when a count is needed (see lambdas/core/token-count.ts).
+        externalModules: ['@aws-sdk/*', 'gpt-tokenizer'],
+        commandHooks: {
+          beforeBundling: () => [],
+          beforeInstall: () => [],
+          afterBundling: (inputDir: string, outputDir: string) => [
+            `mkdir -p "${outputDir}/node_modules/gpt-tokenizer"`,
+            `cp "${inputDir}/node_modules/gpt-tokenizer/package.json" "${outputDir}/node_modules/gpt-tokenizer/"`,
+            `cp -R "${inputDir}/node_modules/gpt-tokenizer/cjs" "${outputDir}/node_modules/gpt-tokenizer/cjs"`,
+            `find "${outputDir}/node_modules/gpt-tokenizer" -name '*.map' -delete`,
+          ],
+        },
         // ES modules first, so what is bundled (@smithy/signature-v4, @middy/core) is tree-shaken:
         // the CommonJS build of the signer would pull in 130 KB of @smithy/core.
         mainFields: ['module', 'main'],

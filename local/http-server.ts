@@ -10,10 +10,17 @@
  * - a response ended without any `write()` after `HttpResponseStream.from` loses its prelude
  *   (200 without the headers when empty, 502 when `end(chunk)` carried a body);
  * - a handler that throws before writing answers 502; after writing, the connection is cut.
+ *
+ * What Node's HTTP parser refuses before any handler could run (a bad `Content-Length`, one
+ * together with chunked encoding, a bad chunk size, a method it does not know, headers over
+ * 16 KB, a request not sent in time) is answered here, in SPEC's envelope with both request-id
+ * headers, after every complete request before it on the connection has had its answer; then the
+ * connection closes gently (see {@link ServeLambdaOptions.lingerBytes}). Deployed, AWS's front end
+ * answers such requests itself and the function never sees them.
  */
 import { MAX_BODY_BYTES } from '../lambdas/core/limits';
-import { randomUUID } from 'node:crypto';
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { type IncomingMessage, STATUS_CODES, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
@@ -26,6 +33,8 @@ import {
   makeLambdaContext,
   streamingHighWaterMark,
 } from './lambda-shim';
+import { SluiceError, renderError, type ErrorKind } from '../lambdas/core/errors';
+import { matchRoute } from '../lambdas/gateway/routes';
 
 /**
  * A streaming Lambda handler as a Function URL invokes it. The stream parameter is the runtime's
@@ -55,6 +64,18 @@ export interface ServeLambdaOptions {
   readonly closeGraceMs?: number;
   /** Where warnings and handler failures are reported. @default console.error */
   readonly log?: (message: string) => void;
+  /**
+   * After a connection's last answer (a refusal of what could not be read, a 413), what the client
+   * still sends is read and discarded, up to this many bytes, so that closing does not reset the
+   * connection under an answer the client has not read yet. @default 4 × maxBodyBytes
+   */
+  readonly lingerBytes?: number;
+  /** ...and for at most this long. @default 5000 */
+  readonly lingerMs?: number;
+  /** Node's `requestTimeout`: a request not wholly received by then is answered 408. @default 300000 */
+  readonly requestTimeoutMs?: number;
+  /** Node's `headersTimeout`: headers not received by then are answered 408. @default 60000 */
+  readonly headersTimeoutMs?: number;
 }
 
 /** A running server. */
@@ -70,6 +91,94 @@ export interface LambdaServer {
 }
 
 const DEFAULT_MAX_BODY_BYTES = MAX_BODY_BYTES;
+
+/** What one connection has under way: answers on it go out in order, the last one closes it. */
+interface Connection {
+  /** Requests still reading their bodies; told to give up when the connection turns out unreadable. */
+  readonly reading: Map<IncomingMessage, () => void>;
+  /** Each request's answer, settled once it is sent (or its connection is gone). */
+  readonly answers: Map<IncomingMessage, Promise<void>>;
+  /** Requests seen on the connection. */
+  requests: number;
+  /** The connection has had (or is getting) its last answer: nothing after it is answered. */
+  closing: boolean;
+  /** The answer is out; what the client still sends is being read and discarded. */
+  lingering: boolean;
+}
+
+const connections = new WeakMap<Socket, Connection>();
+
+function connectionOf(socket: Socket): Connection {
+  let c = connections.get(socket);
+  if (c === undefined) {
+    c = { reading: new Map(), answers: new Map(), requests: 0, closing: false, lingering: false };
+    connections.set(socket, c);
+  }
+  return c;
+}
+
+/** A request id in the gateway's own form, for answers given before the gateway could run. */
+function newRequestId(): string {
+  return `req_${randomBytes(12).toString('hex')}`;
+}
+
+/** A whole HTTP/1.1 response in SPEC's envelope, closing the connection. */
+export function envelopeResponse(kind: ErrorKind, message: string, headers: Readonly<Record<string, string>> = {}): Buffer {
+  const requestId = newRequestId();
+  const rendered = renderError(new SluiceError(kind, message, { ...headers }), requestId);
+  const body = JSON.stringify(rendered.body);
+  const lines = [
+    `HTTP/1.1 ${rendered.status} ${STATUS_CODES[rendered.status] ?? 'Error'}`,
+    'content-type: application/json',
+    `content-length: ${Buffer.byteLength(body)}`,
+    `x-sluice-request-id: ${requestId}`,
+    `x-request-id: ${requestId}`,
+    ...Object.entries(rendered.headers).map(([name, value]) => `${name}: ${value}`),
+    'connection: close',
+  ];
+  return Buffer.from(`${lines.join('\r\n')}\r\n\r\n${body}`);
+}
+
+/**
+ * SPEC's answer to what Node's parser refused. `first` says nothing was parsed on the connection
+ * before, so the raw packet starts with the refused request's own request line.
+ */
+export function parserRefusal(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, first: boolean): Buffer {
+  const code = err.code ?? '';
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return envelopeResponse('request_headers_too_large', 'The request headers are larger than 16 KB.');
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT') {
+    return envelopeResponse('request_incomplete', 'The request was not received in full in time.');
+  }
+  if (code === 'HPE_INVALID_EOF_STATE') {
+    return envelopeResponse('request_incomplete', 'The connection ended before the request was complete.');
+  }
+  if (code === 'HPE_INVALID_METHOD' && first && err.rawPacket !== undefined) {
+    // A method the parser does not know, on a request line that is otherwise readable: the same
+    // answer the gateway gives a known method a path does not serve.
+    const line = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.[01]\r?\n/.exec(err.rawPacket.toString('latin1'));
+    if (line !== null) {
+      const method = line[1] as string;
+      const path = (line[2] as string).split('?')[0] as string;
+      const allow = matchRoute(path)?.allow;
+      return allow === undefined
+        ? envelopeResponse('endpoint_not_supported', `Sluice does not serve ${method} ${path}.`)
+        : envelopeResponse('method_not_allowed', `${method} is not allowed on ${path}; use ${allow}.`, { Allow: allow });
+    }
+  }
+  const why =
+    code === 'HPE_INVALID_CONTENT_LENGTH'
+      ? 'its Content-Length is not a valid length'
+      : code === 'HPE_UNEXPECTED_CONTENT_LENGTH' || code === 'HPE_INVALID_TRANSFER_ENCODING'
+        ? 'it declares both a Content-Length and a Transfer-Encoding'
+        : code.startsWith('HPE_INVALID_CHUNK') || code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
+          ? 'its chunked body is malformed'
+          : code === 'HPE_INVALID_METHOD'
+            ? 'it does not begin with a valid request line (a Content-Length shorter than the body sent leaves the rest to be read as a request)'
+            : 'it is not well-formed HTTP/1.1';
+  return envelopeResponse('malformed_request', `The request cannot be read: ${why}.`);
+}
 
 /**
  * Serves a streaming handler over HTTP/1.1.
@@ -93,10 +202,60 @@ export async function serveLambda(options: ServeLambdaOptions): Promise<LambdaSe
     );
   }
 
+  const lingerBytes = options.lingerBytes ?? 4 * maxBodyBytes;
+  const lingerMs = options.lingerMs ?? 5_000;
   const running = new Set<Promise<void>>();
-  const server = createServer({ noDelay: true });
+  const server = createServer({
+    noDelay: true,
+    requestTimeout: options.requestTimeoutMs ?? 300_000,
+    headersTimeout: options.headersTimeoutMs ?? 60_000,
+  });
+
+  /**
+   * Closes a connection after its last answer without resetting it: our side ends (FIN once the
+   * answer is written), and what the client still sends is read and dropped until it closes its
+   * side, or `lingerBytes` more arrive, or `lingerMs` pass. Closing with unread bytes in the
+   * socket would send a reset, and a client still uploading would then lose the answer.
+   */
+  const linger = (socket: Socket, req?: IncomingMessage): void => {
+    const connection = connectionOf(socket);
+    if (connection.lingering) return;
+    connection.lingering = true;
+    connection.closing = true;
+    const limit = socket.bytesRead + lingerBytes;
+    const stop = (): void => {
+      clearInterval(watch);
+      clearTimeout(timer);
+      socket.destroy();
+    };
+    const watch = setInterval(() => {
+      if (socket.bytesRead > limit) stop();
+    }, 20);
+    const timer = setTimeout(stop, lingerMs);
+    socket.once('end', stop);
+    socket.once('close', () => {
+      clearInterval(watch);
+      clearTimeout(timer);
+    });
+    socket.end();
+    req?.resume();
+    socket.resume();
+  };
 
   const onRequest = (req: IncomingMessage, res: ServerResponse, continueAllowed: boolean): void => {
+    const connection = connectionOf(req.socket);
+    if (connection.closing) {
+      // Parsed from what a client sent after the connection's last answer: never answered.
+      req.resume();
+      return;
+    }
+    connection.requests += 1;
+    const answered = new Promise<void>((resolve) => {
+      res.once('finish', resolve);
+      res.once('close', resolve);
+    });
+    connection.answers.set(req, answered);
+    void answered.then(() => connection.answers.delete(req));
     const invocation = handle(req, res, continueAllowed).catch((err: unknown) => {
       log(`[local] request failed outside the handler: ${describeError(err)}`);
       res.destroy();
@@ -104,20 +263,46 @@ export async function serveLambda(options: ServeLambdaOptions): Promise<LambdaSe
     running.add(invocation);
     void invocation.finally(() => running.delete(invocation));
   };
+  // A client that half-closes after its requests (it has sent everything) still gets every answer;
+  // Node's default would drop the answers under way.
+  Object.assign(server, { httpAllowHalfOpen: true });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => onRequest(req, res, false));
   // With this listener Node no longer answers `Expect: 100-continue` by itself, so an upload
   // that is refused anyway is never invited.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => onRequest(req, res, true));
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+  server.on('clientError', (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => {
+    const connection = connectionOf(socket);
+    // The parser repeats its error for every later chunk; the connection is answered once.
+    if (connection.closing) return;
+    connection.closing = true;
+    // Complete requests before the unreadable part are answered first, in order (the parser may
+    // meet the error in the same chunk as their last bytes, before their handlers have run). A
+    // request whose body was still incomplete will not get the rest: this answer replaces it.
+    const before: Promise<void>[] = [];
+    for (const [req, answered] of connection.answers) {
+      const giveUp = connection.reading.get(req);
+      if (!req.complete && giveUp !== undefined) giveUp();
+      else before.push(answered);
+    }
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
       return;
     }
-    socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    const answer = parserRefusal(err, connection.requests === 0);
+    void Promise.allSettled(before).then(() => {
+      if (socket.destroyed || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      socket.write(answer);
+      linger(socket);
+    });
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse, continueAllowed: boolean): Promise<void> {
-    req.socket.setNoDelay(true);
+    const socket = req.socket;
+    const connection = connectionOf(socket);
+    socket.setNoDelay(true);
     const declared = declaredLength(req);
     const refuseUnread = declared !== undefined && declared > maxBodyBytes;
     let body: Buffer;
@@ -126,20 +311,27 @@ export async function serveLambda(options: ServeLambdaOptions): Promise<LambdaSe
       body = Buffer.alloc(0);
     } else {
       if (continueAllowed) res.writeContinue();
-      const read = await readBody(req, maxBodyBytes);
-      if (read === undefined) return; // the client gave up mid-upload: nothing to invoke
+      let giveUp = (): void => undefined;
+      const cancelled = new Promise<undefined>((resolve) => {
+        giveUp = () => resolve(undefined);
+      });
+      connection.reading.set(req, giveUp);
+      const read = await Promise.race([readBody(req, maxBodyBytes), cancelled]);
+      connection.reading.delete(req);
+      // The client gave up mid-upload, or sent what cannot be read (answered by clientError).
+      if (read === undefined) {
+        connection.answers.delete(req);
+        return;
+      }
       ({ body, cut } = read);
     }
     if (refuseUnread || cut) {
-      // The rest of the upload stays unread; `Connection: close` tells the client, and Node
-      // closes the socket once the response is sent.
+      // The handler refuses without the rest of the upload; `Connection: close` tells the client.
+      // Node ends the connection once the answer is sent (`destroySoon`); it closes gently instead,
+      // reading and dropping what the client is still sending, so the client gets the 413.
       res.shouldKeepAlive = false;
-      res.once('finish', () => {
-        // Node starts discarding an unread body after the response; stop that, so the socket
-        // closes with the upload still unread instead of pulling it off the wire.
-        req.pause();
-        req.socket.destroySoon();
-      });
+      connection.closing = true;
+      socket.destroySoon = () => linger(socket, req);
     }
 
     const event = toEvent(req, body);

@@ -12,7 +12,9 @@
  * - a `ClientRequestToken` on every TransactWriteItems, reused by its retries, so a retry after a
  *   lost reply cannot apply a transaction twice;
  * - the SDK's retries: up to 4 attempts (its figure for DynamoDB) on network errors, 5xx and
- *   throttling, with jittered exponential backoff;
+ *   throttling, with jittered exponential backoff; unlike the SDK (no timeout by default), each
+ *   attempt is limited (5 s) and so is the whole call (10 s), so a store that stops answering is
+ *   a prompt `503 balance_unavailable`, not a request hanging to the function's timeout;
  * - credentials, region and endpoint from the SDK's own providers (resolved by the caller).
  * What it leaves out: clock-skew correction (Lambda's clock is synced), endpoint discovery and
  * account-ID endpoints (the regional endpoint serves every account), response CRC checks (the SDK
@@ -58,9 +60,25 @@ export interface DynamoWireOptions {
   readonly credentials: () => Promise<WireCredentials>;
   /** @default 4 (what the SDK allows DynamoDB calls) */
   readonly maxAttempts?: number;
-  /** One attempt's limit, from sending to the whole reply. @default 10000 */
+  /**
+   * One attempt's limit, from the moment it has a connection to the whole reply. DynamoDB answers
+   * in milliseconds; an attempt this slow is a store that stopped answering (a paused process, a
+   * lost connection). @default 5000
+   */
   readonly attemptTimeoutMs?: number;
+  /**
+   * The whole call's limit, attempts and backoff together: a store that does not answer costs a
+   * request this long at most before the caller refuses it (`503 balance_unavailable`), instead
+   * of hanging. A retry that could not finish in what is left is not started; time spent waiting
+   * for a pooled connection counts. @default 10000
+   */
+  readonly callBudgetMs?: number;
 }
+
+/** The default {@link DynamoWireOptions.callBudgetMs}: the longest a store call may take. */
+export const DEFAULT_CALL_BUDGET_MS = 10_000;
+/** The default {@link DynamoWireOptions.attemptTimeoutMs}. */
+export const DEFAULT_ATTEMPT_TIMEOUT_MS = 5_000;
 
 /** An error from DynamoDB, shaped as the SDK shapes it (`name`, `$fault`, `CancellationReasons`). */
 export class DynamoWireError extends Error {
@@ -194,15 +212,20 @@ export class DynamoWire implements DocumentSender {
   private readonly transport: typeof http | typeof https;
   private readonly maxAttempts: number;
   private readonly attemptTimeoutMs: number;
+  private readonly callBudgetMs: number;
 
   constructor(private readonly options: DynamoWireOptions) {
     this.url = new URL(options.endpoint);
     const secure = this.url.protocol === 'https:';
     this.transport = secure ? https : http;
-    this.agent = secure ? new https.Agent({ keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
+    // No cap on sockets: a call must never wait in this process for a connection, since that wait
+    // would count against its budget. A deployed function serves one request at a time; local mode
+    // and the tests serve many at once and must not queue behind an arbitrary limit.
+    this.agent = secure ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
     this.signer = new WireSigner(options.region, this.url.host);
     this.maxAttempts = options.maxAttempts ?? 4;
-    this.attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
+    this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+    this.callBudgetMs = options.callBudgetMs ?? DEFAULT_CALL_BUDGET_MS;
   }
 
   send(command: TransactWriteCommand): Promise<TransactWriteCommandOutput>;
@@ -261,30 +284,33 @@ export class DynamoWire implements DocumentSender {
   private async call(operation: string, input: Json): Promise<Json> {
     const body = Buffer.from(JSON.stringify(input), 'utf8');
     const target = TARGET_PREFIX + operation;
+    const deadline = Date.now() + this.callBudgetMs;
+    /** Waits before the next attempt; false when no attempt could finish within the budget. */
+    const retryAfterBackoff = async (attempt: number, throttled: boolean): Promise<boolean> => {
+      const wait = backoffMs(attempt, throttled);
+      // An attempt needs some time of its own; one that would start with next to none is not worth it.
+      if (attempt >= this.maxAttempts || Date.now() + wait + MIN_ATTEMPT_MS > deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      return true;
+    };
     for (let attempt = 1; ; attempt += 1) {
       let reply: RawReply;
       try {
         const headers = await this.signer.sign(target, body, await this.options.credentials(), new Date());
-        reply = await this.post(headers, body);
+        reply = await this.post(headers, body, deadline);
       } catch (err) {
-        if (attempt < this.maxAttempts && isRetryableNetwork(err)) {
-          await backoff(attempt, false);
-          continue;
-        }
+        if (isRetryableNetwork(err) && (await retryAfterBackoff(attempt, false))) continue;
         throw err;
       }
       if (reply.status === 200) return reply.body.length === 0 ? {} : (JSON.parse(reply.body.toString('utf8')) as Json);
       const error = toError(reply, attempt);
       const throttled = RETRYABLE_CODES.has(error.name);
-      if (attempt < this.maxAttempts && (reply.status >= 500 || throttled)) {
-        await backoff(attempt, throttled);
-        continue;
-      }
+      if ((reply.status >= 500 || throttled) && (await retryAfterBackoff(attempt, throttled))) continue;
       throw error;
     }
   }
 
-  private post(headers: Record<string, string>, body: Buffer): Promise<RawReply> {
+  private post(headers: Record<string, string>, body: Buffer, deadline: number): Promise<RawReply> {
     this.requests += 1;
     return new Promise<RawReply>((resolve, reject) => {
       const req = this.transport.request(
@@ -296,17 +322,34 @@ export class DynamoWire implements DocumentSender {
           path: '/',
           agent: this.agent,
           headers: { ...headers, 'content-length': String(body.length) },
-          timeout: this.attemptTimeoutMs,
         },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) }));
+          res.on('end', () => {
+            timer.clear();
+            resolve({ status: res.statusCode ?? 0, body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) });
+          });
           res.on('error', reject);
         },
       );
-      req.on('timeout', () => req.destroy(Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' })));
-      req.on('error', reject);
+      // Two limits, neither an idle timeout (a store that trickles is as stuck as one that is
+      // silent): the attempt's own, from when it has a connection (waiting in the pool behind
+      // other calls is not the store being stuck), and the call's budget, from its start. The
+      // socket goes with the request (it may still get the late reply).
+      const late = (): void => {
+        req.destroy(Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' }));
+      };
+      let attemptTimer: NodeJS.Timeout | undefined;
+      const budgetTimer = setTimeout(late, Math.max(1, deadline - Date.now()));
+      req.once('socket', () => {
+        attemptTimer = setTimeout(late, this.attemptTimeoutMs);
+      });
+      const timer = { clear: (): void => (clearTimeout(budgetTimer), clearTimeout(attemptTimer)) };
+      req.on('error', (err) => {
+        timer.clear();
+        reject(err);
+      });
       req.end(body);
     });
   }
@@ -318,10 +361,12 @@ function isRetryableNetwork(err: unknown): boolean {
 }
 
 /** Full jitter, as the SDK: base 100 ms (500 ms when throttled), doubling, capped at 20 s. */
-function backoff(attempt: number, throttled: boolean): Promise<void> {
-  const ms = Math.random() * Math.min(20_000, (throttled ? 500 : 100) * 2 ** (attempt - 1));
-  return new Promise((resolve) => setTimeout(resolve, ms));
+function backoffMs(attempt: number, throttled: boolean): number {
+  return Math.random() * Math.min(20_000, (throttled ? 500 : 100) * 2 ** (attempt - 1));
 }
+
+/** Less time than this left in the budget: no further attempt is started. */
+const MIN_ATTEMPT_MS = 50;
 
 function toError(reply: RawReply, attempts: number): DynamoWireError {
   let parsed: Json = {};

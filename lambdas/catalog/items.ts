@@ -11,6 +11,7 @@
  * `null`, optional fields are absent). The readers validate again on the way out, so a hand-edited
  * or half-written item is refused loudly instead of pricing a request wrongly.
  */
+import { TOKEN_ENCODINGS } from '../core/token-count';
 import type {
   Capability,
   CatalogModel,
@@ -275,6 +276,7 @@ const MODEL_FIELDS = [
   'status',
   'replacement',
   'parameters',
+  'tokenizer',
 ] as const;
 
 const PARAMETER_FIELDS = [
@@ -404,6 +406,7 @@ export function parseCatalogModel(value: unknown, where: string): CatalogModel {
     f.fail('maxOutputTokens', 'is above contextWindowTokens');
   }
   if (replacement !== undefined) model.replacement = replacement;
+  if (f.has('tokenizer')) model.tokenizer = f.oneOf('tokenizer', TOKEN_ENCODINGS);
   return model;
 }
 

@@ -60,6 +60,11 @@ export const ERROR_CATALOG = {
   model_permissions_unreadable: { status: 503, type: 'server_error', code: 'model_permissions_unreadable', param: null },
   no_provider_configured: { status: 503, type: 'api_error', code: 'no_provider_configured', param: null },
   request_timeout: { status: 504, type: 'server_error', code: 'request_timeout', param: null },
+  // Requests the HTTP layer cannot read (local mode's node:http parser; deployed, AWS's front end
+  // answers these itself): a framing error, headers too large, a request not sent in time.
+  malformed_request: { status: 400, type: 'invalid_request_error', code: 'malformed_request', param: null },
+  request_headers_too_large: { status: 431, type: 'invalid_request_error', code: 'request_headers_too_large', param: null },
+  request_incomplete: { status: 408, type: 'invalid_request_error', code: 'request_incomplete', param: null },
   // A provider's own refusal, relayed with the provider's status, type, param, code and wording.
   provider_refusal: { status: 400, type: 'invalid_request_error', code: null, param: null },
   // In-band only (a stream that had already begun): never a status of its own.

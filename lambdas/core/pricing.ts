@@ -178,6 +178,12 @@ export function sizeHold(model: PricedModel, body: Readonly<Record<string, unkno
   }
   const promptTokens = window === null ? bound.tokens : Math.min(bound.tokens, window);
   const inputMicros = costMicros(promptTokens, model.inputRateThousandths);
+  const outputMicros = model.outputRateThousandths * ceiling;
+  // A ceiling so large its cost leaves the safe integers (a model with no published maximum, and
+  // max_tokens of 10^12) needs a hold beyond any balance: the answer is the 402, not a fault.
+  if (!Number.isSafeInteger(outputMicros) || !Number.isSafeInteger(inputMicros + Math.ceil(outputMicros / 1000))) {
+    throw new SluiceError('insufficient_credit', 'The workspace balance cannot cover this request. Add credit, or send a smaller max_tokens.');
+  }
   const amountMicros = inputMicros + costMicros(ceiling, model.outputRateThousandths);
   return { amountMicros, inputMicros, outputCeilingTokens: ceiling };
 }

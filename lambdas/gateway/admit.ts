@@ -7,6 +7,7 @@
  * → resolution against catalog, profiles and the permitted set (404, 403) → a provider key (503)
  * → the pause (503) → pricing and the ceiling (503, 400) → admission (402 before 429).
  */
+import { storeRefusal } from '../core/request-fields';
 import { SluiceError } from '../core/errors';
 import { candidateSize } from '../core/charge';
 import { MAX_BODY_BYTES, DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
@@ -125,9 +126,8 @@ async function check(ctx: RequestContext, req: GatewayRequest, rules: FamilyRule
 
   const ref = parseModelField(body.model);
   named.model = ref.id;
-  if (rules.refusesStore && body.store === true) {
-    throw new SluiceError('unsupported_value_store', "Sluice keeps no conversation state, so only store: false is accepted (or leave 'store' out).");
-  }
+  const storeError = storeRefusal(rules.refusesStore, body);
+  if (storeError !== undefined) throw storeError;
 
   const resolution = await guarded(
     ctx.requestId,

@@ -38,7 +38,8 @@ export async function authenticate(ctx: RequestContext, authorization: string | 
       if (key === undefined || key.revokedAt !== undefined) return {};
       return { key, workspace: await workspaces.workspace(key.workspaceId) };
     },
-    () => new SluiceError('internal', 'The server could not check the API key; try again shortly.'),
+    // The store is not answering (DynamoWire gives up within its call budget): SPEC's 503 that clears on its own.
+    () => new SluiceError('balance_unavailable', 'The server could not check the API key right now; try again shortly.'),
   );
   const { key, workspace } = found;
   // One sentence for every key that is not live, so a stolen key is not confirmed as once real.

@@ -94,6 +94,8 @@ export interface Settlement {
   readonly attempts: number;
   readonly now: number;
   readonly firstByteMs?: number;
+  /** The counts were Sluice's own count, the provider's never arrived (`lambdas/core/token-count.ts`). */
+  readonly estimated?: boolean;
 }
 
 /** The money port: one transaction to admit, one to settle. */

@@ -10,7 +10,8 @@ import type { Admitted } from './admit';
 import { parseJson, type Attempts } from './attempt';
 import type { RequestContext } from './ports';
 import { successHeaders, tryWrite, writeErrorResponse } from './respond';
-import { chargeOf, type Ending } from './settle';
+import { countReplyTokens } from '../core/token-count';
+import { chargeOf, countedTokens, type Ending } from './settle';
 
 type Reply = Extract<Attempts, { kind: 'reply' }>;
 
@@ -21,9 +22,10 @@ export async function relayBody(ctx: RequestContext, admitted: Admitted, reply: 
   const name = candidate.provider.displayName;
   const failed = async (error: SluiceError, outcome: 'timeout' | 'upstream_fault'): Promise<Ending> => {
     const sent = await writeErrorResponse(ctx.sink, ctx.requestId, error);
-    // The provider replied, so it has billed the prompt at least: charge the estimate.
-    const chargeMicros = chargeOf(hold, candidate, { kind: 'no_counts', frames: 0 });
-    return { hold, counts: undefined, chargeMicros, attempts, status: sent.status, code: sent.code, outcome, stream: false, candidate };
+    // The provider replied, so it has billed the prompt at least: charge the counted prompt.
+    const estimated = countedTokens(admitted, candidate, () => 0);
+    const chargeMicros = chargeOf(hold, candidate, { kind: 'no_counts', frames: 0 }, estimated);
+    return { hold, counts: estimated, estimated: true, chargeMicros, attempts, status: sent.status, code: sent.code, outcome, stream: false, candidate };
   };
 
   const chunks: Buffer[] = [];
@@ -44,10 +46,12 @@ export async function relayBody(ctx: RequestContext, admitted: Admitted, reply: 
   if (admitted.rules.echoesModel && !admitted.route && typeof record.model === 'string') {
     text = setTopLevel(text, 'model', JSON.stringify(admitted.requestedModel));
   }
-  const chargeMicros = chargeOf(hold, candidate, counts === undefined ? { kind: 'no_counts', frames: 0 } : { kind: 'counts', counts });
+  // No usage in the body: the prompt and the reply are counted, the output charged too.
+  const estimated = counts === undefined ? countedTokens(admitted, candidate, (count) => countReplyTokens(record, count)) : undefined;
+  const chargeMicros = chargeOf(hold, candidate, counts === undefined ? { kind: 'no_counts', frames: 0 } : { kind: 'counts', counts }, estimated);
   const firstByteMs = ctx.deps.clock() - ctx.startedAt;
   ctx.sink.start(200, successHeaders(ctx, candidate, attempts, 'application/json'));
   const delivered = await tryWrite(ctx.sink, Buffer.from(text, 'utf8'));
   await ctx.sink.end().catch(() => undefined);
-  return { hold, counts, chargeMicros, attempts, status: 200, outcome: delivered ? 'ok' : 'client_disconnected', stream: false, candidate, firstByteMs };
+  return { hold, counts: counts ?? estimated, estimated: estimated !== undefined, chargeMicros, attempts, status: 200, outcome: delivered ? 'ok' : 'client_disconnected', stream: false, candidate, firstByteMs };
 }

@@ -4,6 +4,7 @@
  * written by Sluice: an in-band error frame when it broke (DESIGN decision 9), the usage comment,
  * then the provider's end marker.
  */
+import { ReplyTape } from '../core/token-count';
 import { finished, type Readable } from 'node:stream';
 import { extensionTokens, outgrown, ratesOf } from '../core/charge';
 import { errorFrame, type ErrorKind } from '../core/errors';
@@ -16,7 +17,7 @@ import { eachChunk } from './each-chunk';
 import { logFault } from './faults';
 import type { RequestContext } from './ports';
 import { successHeaders, tryWrite } from './respond';
-import { chargeOf, type Ending } from './settle';
+import { chargeOf, countedTokens, type Ending } from './settle';
 
 type Reply = Extract<Attempts, { kind: 'reply' }>;
 
@@ -56,6 +57,7 @@ export async function relayStream(ctx: RequestContext, admitted: Admitted, reply
   const { candidate, response, attempts } = reply;
   let hold = admitted.hold;
   const relay = new SseRelay({ family: admitted.rules.family, injectedUsage: reply.injectedUsage });
+  const tape = new ReplyTape();
   sink.start(200, { ...successHeaders(ctx, candidate, attempts, 'text/event-stream; charset=utf-8'), 'cache-control': 'no-cache' });
   const firstByteMs = deps.clock() - ctx.startedAt;
   // The serving model's own ceiling: the hold covers at least that much of its output.
@@ -103,6 +105,7 @@ export async function relayStream(ctx: RequestContext, admitted: Admitted, reply
     // Chunk by chunk as they arrive. A chunk the client's side takes at once is relayed with no
     // promise at all; a write that must wait, or a hold extension, pauses the provider's body meanwhile.
     await eachChunk(response.body, (chunk) => {
+      tape.keep(chunk);
       const step = relay.push(chunk);
       if (step.out === undefined) return afterWrite(step);
       let wait: Promise<void> | undefined;
@@ -132,19 +135,20 @@ export async function relayStream(ctx: RequestContext, admitted: Admitted, reply
   // its keep-alive connection goes back to the pool. Anything else cuts the provider off.
   if (ending === undefined && !clientGone && relay.complete) releaseForReuse(response.body);
   else response.body.destroy();
-  const counts = relay.usage;
-  const chargeMicros = chargeOf(
-    hold,
-    candidate,
-    ending?.outcome === 'balance_exhausted' ? { kind: 'balance_exhausted' } : counts !== undefined ? { kind: 'counts', counts } : { kind: 'no_counts', frames: relay.frames },
-  );
+  // The provider's counts when they arrived; otherwise (it reports none, it broke off, the balance
+  // cut it) a count of the prompt and of what was produced, never above the hold (issue 14: a
+  // stream cut by balance_exhausted is charged what it produced, not all it held).
+  const reported = relay.usage;
+  const estimated = reported === undefined ? countedTokens(admitted, candidate, (count) => tape.countOutput(count, relay.frames)) : undefined;
+  const counts = reported ?? estimated;
+  const chargeMicros = chargeOf(hold, candidate, reported !== undefined ? { kind: 'counts', counts: reported } : { kind: 'no_counts', frames: relay.frames }, estimated);
   if (!clientGone) {
     const tail: Buffer[] = [];
     if (ending !== undefined) tail.push(Buffer.from(errorFrame(ending.kind, ending.message, ctx.requestId)));
-    tail.push(usageComment(counts, chargeMicros, counts === undefined));
+    tail.push(usageComment(counts, chargeMicros, estimated !== undefined));
     if (doneFrame !== undefined) tail.push(doneFrame);
     await tryWrite(sink, Buffer.concat(tail));
     await sink.end().catch(() => undefined);
   }
-  return { hold, counts, chargeMicros, attempts, status: 200, code: null, outcome: ending?.outcome ?? 'ok', stream: true, candidate, firstByteMs };
+  return { hold, counts, estimated: estimated !== undefined, chargeMicros, attempts, status: 200, code: null, outcome: ending?.outcome ?? 'ok', stream: true, candidate, firstByteMs };
 }

@@ -5,7 +5,8 @@
  */
 import { chargeFor, ratesOf, type ChargeBasis } from '../core/charge';
 import type { HoldRecord, Outcome, TokenCounts } from '../shared/records';
-import type { PricedCandidate } from './admit';
+import { countPromptTokens, encodingOf, tokenCounter, type CountTokens } from '../core/token-count';
+import type { Admitted, PricedCandidate } from './admit';
 import { logFault } from './faults';
 import type { RequestContext, Served } from './ports';
 
@@ -23,17 +24,30 @@ export interface Ending {
   /** The model that replied, if one did. */
   readonly candidate?: PricedCandidate;
   readonly firstByteMs?: number;
+  /** The counts are Sluice's own count: the provider's never arrived. */
+  readonly estimated?: boolean;
 }
 
 /** The charge for a reply by `candidate` that ended as `basis`, against the hold as it stands. */
-export function chargeOf(hold: HoldRecord, candidate: PricedCandidate, basis: ChargeBasis): number {
+export function chargeOf(hold: HoldRecord, candidate: PricedCandidate, basis: ChargeBasis, estimatedCounts?: TokenCounts): number {
   return chargeFor({
     basis,
     byok: candidate.byokSecret !== undefined,
     rates: ratesOf(candidate.model),
     holdMicros: hold.amountMicros,
     inputBoundMicros: candidate.size?.inputMicros ?? hold.inputMicros,
+    ...(estimatedCounts !== undefined ? { estimatedCounts } : {}),
   });
+}
+
+/**
+ * The counts when the provider's never arrived (issue 14): the prompt and what the reply produced,
+ * counted with the serving model's tokenizer. Only these rare paths load the tokenizer.
+ */
+export function countedTokens(admitted: Admitted, candidate: PricedCandidate, output: (count: CountTokens) => number): TokenCounts {
+  const count = tokenCounter(encodingOf(candidate.model.tokenizer));
+  const inputTokens = countPromptTokens(admitted.body, admitted.rules.family, count);
+  return { inputTokens, cachedInputTokens: 0, outputTokens: output(count), reasoningTokens: 0 };
 }
 
 /** Settles the hold; never throws. Returns what the request's telemetry line says of it. */
@@ -53,6 +67,7 @@ export async function settle(ctx: RequestContext, ending: Ending): Promise<Serve
       attempts: ending.attempts,
       now: deps.clock(),
       firstByteMs: ending.firstByteMs,
+      ...(ending.estimated === true ? { estimated: true } : {}),
     });
   } catch (err) {
     logFault(ctx.requestId, 'settle', err);

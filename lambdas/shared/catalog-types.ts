@@ -76,6 +76,11 @@ export interface CatalogModel {
   /** For a retired model, the replacement the provider named, if it named one. */
   readonly replacement?: string;
   readonly parameters: readonly ModelParameter[];
+  /**
+   * The tokenizer encoding Sluice counts this model's prompts and replies with when the provider's
+   * own counts never arrive (`lambdas/core/token-count.ts`); o200k_base when absent.
+   */
+  readonly tokenizer?: 'o200k_base' | 'cl100k_base';
 }
 
 /** The whole of `config/catalog.json`. */

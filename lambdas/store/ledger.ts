@@ -523,6 +523,7 @@ export class DynamoLedger implements Ledger {
       startedAt: hold.createdAt,
       durationMs: Math.max(0, s.now - hold.createdAt),
       ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
+      ...(s.estimated === true ? { estimated: true } : {}),
       ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
       ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
     };

@@ -436,7 +436,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     await complete(res, completion.value, book.next(completion.value.plan.model), abort.signal);
   }
 
-  const server = http.createServer({ noDelay: true }, (req, res) => {
+  // Idle keep-alive connections stay open a minute (Node's default is 5 s): a client reusing one just
+  // as a short server timeout fires meets a reset, a race real providers rarely run (issue 14).
+  const server = http.createServer({ noDelay: true, keepAliveTimeout: 65_000 }, (req, res) => {
     handle(req, res).catch(() => {
       // A bug or a vanished client: answer if still possible, never take the simulator down.
       if (res.headersSent || req.destroyed) res.destroy();

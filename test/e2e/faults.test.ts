@@ -7,7 +7,7 @@
  * envelope, settled on what was produced. Every charge is asserted exactly, nothing where none is due.
  */
 import { APIError } from 'openai';
-import { createProfile } from '../../cli/ops';
+import { createProfile } from '../../local/ops';
 import type { Behavior } from '../../local/simulator';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import {
@@ -228,7 +228,7 @@ describe('with the default limits', () => {
       await stack.settled();
       const after = await stack.balance();
       const row = await rowOf(stack, requestId);
-      const expected = await estimateOn(stack, 'local/sim-small', raw, goodFrames, row.holdMicros);
+      const expected = await estimateOn(stack, 'local/sim-small', raw, frames.slice(0, goodFrames), row.holdMicros);
       expect(expected).toBeGreaterThan(0);
       expect(row).toMatchObject({ servedBy: 'local/sim-small', stream: true, status: 200, outcome: 'upstream_fault', chargeMicros: expected });
       expect(usage.charge_micros).toBe(expected);
@@ -260,7 +260,7 @@ describe('with the default limits', () => {
     await stack.settled();
     const after = await stack.balance();
     const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-    const expected = await estimateOn(stack, 'local/sim-small', raw, 0, row.holdMicros);
+    const expected = await estimateOn(stack, 'local/sim-small', raw, [], row.holdMicros);
     expect(row).toMatchObject({ status: 500, outcome: 'upstream_fault', chargeMicros: expected, servedBy: 'local/sim-small' });
     expect(before.availableMicros - after.availableMicros).toBe(expected);
     expectInvariant(after);
@@ -312,7 +312,7 @@ describe('with a short request limit and attempt timeout', () => {
     await stack.settled();
     const after = await stack.balance();
     const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-    const expected = await estimateOn(stack, 'local/sim-small', raw, 3, row.holdMicros);
+    const expected = await estimateOn(stack, 'local/sim-small', raw, frames.slice(0, 3), row.holdMicros);
     expect(row).toMatchObject({ outcome: 'timeout', chargeMicros: expected, stream: true });
     expect(usage.charge_micros).toBe(expected);
     expect(before.availableMicros - after.availableMicros).toBe(expected);

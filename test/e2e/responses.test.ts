@@ -8,7 +8,7 @@
  * stops without its terminal event).
  */
 import OpenAI from 'openai';
-import { createProfile } from '../../cli/ops';
+import { createProfile } from '../../local/ops';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import {
   addToCatalog,
@@ -112,6 +112,10 @@ describe('non-streamed', () => {
       { model: 'local/sim-small', input: 'x', store: true, stream: true },
       // Before the model is even resolved.
       { model: 'local/does-not-exist', input: 'x', store: true },
+      // Issue 14: values other than the boolean false, which reached the provider before.
+      { model: 'local/sim-small', input: 'x', store: 'true' as unknown as boolean },
+      { model: 'local/sim-small', input: 'x', store: 1 as unknown as boolean },
+      { model: 'local/sim-small', input: 'x', store: null as unknown as boolean },
     ];
     for (const body of bodies) {
       await expectApiError(stack.client().responses.create(body), 400, 'unsupported_value', 'invalid_request_error', 'store');
@@ -268,7 +272,7 @@ describe('streamed', () => {
       await stack.settled();
       const after = await stack.balance();
       const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-      const expected = await estimateOn(stack, 'local/sim-small', raw, deltas, row.holdMicros, 'responses');
+      const expected = await estimateOn(stack, 'local/sim-small', raw, frames.slice(0, goodFrames), row.holdMicros, 'responses');
       expect(row).toMatchObject({ family: 'responses', outcome: 'upstream_fault', chargeMicros: expected });
       expect(usage).toMatchObject({ charge_micros: expected, estimated: true });
       expect(before.availableMicros - after.availableMicros).toBe(expected);
@@ -291,7 +295,7 @@ describe('streamed', () => {
       await stack.settled();
       const after = await stack.balance();
       const row = await rowOf(stack, res.headers.get('x-sluice-request-id'));
-      const expected = await estimateOn(stack, 'fixture/sim-small', raw, 1, row.holdMicros, 'responses');
+      const expected = await estimateOn(stack, 'fixture/sim-small', raw, framesOf(events), row.holdMicros, 'responses');
       expect(usageCommentOf(frames[1])).toMatchObject({ charge_micros: expected, estimated: true });
       expect(row).toMatchObject({ outcome: 'upstream_fault', chargeMicros: expected });
       expect(before.availableMicros - after.availableMicros).toBe(expected);

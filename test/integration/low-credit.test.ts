@@ -12,7 +12,7 @@ import { setLedgerSlices } from '../../lambdas/store';
 import { DynamoNoticeStore, LOW_CREDIT_SK, availableCredit } from '../../lambdas/store/notices';
 import type { LowCreditNotice } from '../../lambdas/notifier/ports';
 import { tableName } from '../../lambdas/shared/schema';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;

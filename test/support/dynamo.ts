@@ -30,9 +30,8 @@ export function testEndpoint(): string {
   return endpoint;
 }
 
-/** Creates every Sluice table under a new unique prefix and returns clients for them. */
-export async function testTables(): Promise<TestTables> {
-  const endpoint = testEndpoint();
+/** Creates every Sluice table under a new unique prefix (in the run's DynamoDB Local unless told) and returns clients for them. */
+export async function testTables(endpoint: string = testEndpoint()): Promise<TestTables> {
   const prefix = `t${randomBytes(4).toString('hex')}-`;
   const client = makeDynamoClient(endpoint);
   try {

@@ -7,8 +7,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { APIError } from 'openai';
-import { loadCatalogFiles, modelToItem, providerToItem } from '../../cli/ops';
-import { chargeMicros, costMicros, promptBound, sizeHold } from '../../lambdas/core/pricing';
+import { loadCatalogFiles, modelToItem, providerToItem } from '../../local/ops';
+import { chargeMicros, promptBound, sizeHold } from '../../lambdas/core/pricing';
+import { countFrameTokens, countPromptTokens, encodingOf, tokenCounter } from '../../lambdas/core/token-count';
 import type { CatalogModel, ProviderConfig } from '../../lambdas/shared/catalog-types';
 import { tableName } from '../../lambdas/shared/schema';
 import type { TokenCounts, UsageRecord } from '../../lambdas/shared/records';
@@ -80,20 +81,28 @@ export async function holdOn(
 }
 
 /**
- * The charge of a reply whose counts never arrived: the prompt's bound at the serving model's
- * input rate plus one output token per frame produced, never more than the hold.
+ * What a request whose provider's counts never arrived is charged (issue 14): its prompt and the
+ * frames it relayed (`produced`, as `framesOf` splits them), counted with the model's tokenizer, at
+ * the model's rates, never above the hold.
  */
 export async function estimateOn(
   stack: TestStack,
   id: string,
   rawBody: string,
-  frames: number,
+  produced: readonly string[],
   holdMicros: number,
   family: 'chat_completions' | 'responses' = 'chat_completions',
 ): Promise<number> {
   const m = await modelOf(stack, id);
-  const { inputMicros } = await holdOn(stack, id, rawBody, family);
-  return Math.min(holdMicros, inputMicros + costMicros(frames, m.outputRateThousandths ?? 0));
+  const count = tokenCounter(encodingOf(m.tokenizer));
+  const input = countPromptTokens(JSON.parse(rawBody) as Record<string, unknown>, family, count);
+  let output = 0;
+  for (const frame of produced) output += countFrameTokens(dataOf(frame), count);
+  return Math.min(holdMicros, chargeMicros({ inputTokens: input, cachedInputTokens: 0, outputTokens: output, reasoningTokens: 0 }, {
+    inputRateThousandths: m.inputRateThousandths ?? 0,
+    cachedInputRateThousandths: m.cachedInputRateThousandths ?? m.inputRateThousandths ?? 0,
+    outputRateThousandths: m.outputRateThousandths ?? 0,
+  }));
 }
 
 /** The one usage row of a request. */

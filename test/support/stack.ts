@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import OpenAI from 'openai';
-import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../../cli/ops';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../../local/ops';
 import { silentTelemetry } from '../../lambdas/adapters/emf-telemetry';
 import { loadConfig, type RuntimeConfig } from '../../lambdas/shared/config';
 import { tableName } from '../../lambdas/shared/schema';
@@ -28,6 +28,8 @@ export interface StackOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Replace gateway dependencies (e.g. a counting ledger). */
   readonly overrides?: Partial<GatewayDeps>;
+  /** A DynamoDB Local of the test's own (one it may pause) instead of the run's shared one. */
+  readonly dynamoEndpoint?: string;
 }
 
 export interface Balance {
@@ -61,7 +63,7 @@ export interface TestStack {
 }
 
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
-  const tables = await testTables();
+  const tables = await testTables(options.dynamoEndpoint);
   const sim = await startSimulator();
   const secretsDir = mkdtempSync(path.join(tmpdir(), 'sluice-secrets-'));
   const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };

@@ -346,3 +346,17 @@ describe('formatMinor', () => {
     expect(formatMinor(micros)).toBe(expected);
   });
 });
+
+describe('a ceiling whose cost leaves the safe integers (found by the HTTP property tests)', () => {
+  it('is 402 insufficient_credit, not a fault', () => {
+    const model = { id: 'local/sim-no-max', inputRateThousandths: 150_000, cachedInputRateThousandths: 150_000, outputRateThousandths: 600_000, maxOutputTokens: null, contextWindowTokens: null };
+    const body = { max_tokens: 1e12 };
+    let thrown: unknown;
+    try {
+      sizeHold(model, body, promptBound(20, body), 'chat_completions');
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toMatchObject({ status: 402, code: 'insufficient_credit' });
+  });
+});

@@ -143,7 +143,7 @@ const json = (status: number, body: unknown) => (_req: http.IncomingMessage, res
   res.end(JSON.stringify(body));
 };
 
-function wireOn(url: string, options: { attemptTimeoutMs?: number } = {}): DynamoWire {
+function wireOn(url: string, options: { attemptTimeoutMs?: number; callBudgetMs?: number; maxAttempts?: number } = {}): DynamoWire {
   return new DynamoWire({ endpoint: url, region: 'local', credentials: () => Promise.resolve({ accessKeyId: 'a', secretAccessKey: 'b' }), ...options });
 }
 
@@ -263,6 +263,38 @@ describe('DynamoWire retries and errors', () => {
     } finally {
       wire.destroy();
       await stub.close();
+    }
+  });
+
+  it('a store that never answers fails the call within its budget, whatever the attempts left', async () => {
+    const silent = (): undefined => undefined;
+    const stub = await scripted([silent, silent, silent, silent, silent, silent]);
+    const wire = wireOn(stub.url, { attemptTimeoutMs: 300, callBudgetMs: 700, maxAttempts: 10 });
+    const started = Date.now();
+    try {
+      await expect(wire.send(get)).rejects.toMatchObject({ code: 'ETIMEDOUT' });
+      const took = Date.now() - started;
+      // Two or three attempts fit in 700 ms; ten would take 3 s.
+      expect(took).toBeLessThan(1_500);
+      expect(stub.seen.length).toBeGreaterThanOrEqual(2);
+      expect(stub.seen.length).toBeLessThanOrEqual(3);
+    } finally {
+      wire.destroy();
+      await stub.close();
+    }
+  });
+
+  it('a store refusing connections fails the call promptly, after its retries', async () => {
+    const stub = await scripted([]);
+    const url = stub.url;
+    await stub.close();
+    const wire = wireOn(url, { callBudgetMs: 5_000 });
+    const started = Date.now();
+    try {
+      await expect(wire.send(get)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      wire.destroy();
     }
   });
 

@@ -3,6 +3,7 @@
  * order of checks with nothing held for any refusal, the routing-profile fallback rules, and every
  * settlement outcome with SPEC's ledger invariant. No DynamoDB Local, no socket.
  */
+import { countPromptTokens, tokenCounter } from '../../lambdas/core/token-count';
 import { CollectingSink, memoryGateway, RAW_KEY, type CannedReply, type MemoryGateway } from '../support/memory-ports';
 
 const CHAT = '/v1/chat/completions';
@@ -12,6 +13,12 @@ const ask = (model: string, extra: Record<string, unknown> = {}): Record<string,
 /** sim-small's rates: 10,000 and 40,000 thousandths of a minor unit per million tokens, so 10 and 40 micro-units per token. */
 const usage = { prompt_tokens: 21, completion_tokens: 2, total_tokens: 23 };
 const CHARGE_21_IN_2_OUT = 21 * 10 + 2 * 40;
+/**
+ * Issue 14: without the provider's counts, the prompt and what was produced are counted (o200k):
+ * `ask`'s prompt counts PROMPT_TOKENS, and each `delta('x')` here is one token; never above the hold.
+ */
+const PROMPT_TOKENS = countPromptTokens(ask('local/sim-small'), 'chat_completions', tokenCounter('o200k_base'));
+const counted = (outputTokens: number) => (h: { amountMicros: number }): number => Math.min(h.amountMicros, PROMPT_TOKENS * 10 + outputTokens * 40);
 
 function completion(model = 'sim-small'): CannedReply {
   return { status: 200, headers: { 'content-type': 'application/json' }, chunks: [JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }], usage })] };
@@ -163,18 +170,18 @@ describe('settlement: every way a request ends, charged as it should be, the hol
   const rows: Row[] = [
     ['a reply with counts: the counts at face value', { replies: () => completion() }, ask('local/sim-small'), 200, 'ok', () => CHARGE_21_IN_2_OUT],
     ['a stream with counts: the counts', { replies: () => ({ chunks: [delta('Hi'), delta('!'), usageFrame, DONE] }) }, ask('local/sim-small', { stream: true }), 200, 'ok', () => CHARGE_21_IN_2_OUT],
-    ['a reply that is not JSON: the prompt bound', { replies: () => ({ chunks: ['<html>'] }) }, ask('local/sim-small'), 500, 'upstream_fault', (h) => h.inputMicros],
-    ['a reply that breaks off: the prompt bound', { replies: () => ({ chunks: ['{"id":'], breakAfter: new Error('ECONNRESET') }) }, ask('local/sim-small'), 500, 'upstream_fault', (h) => h.inputMicros],
-    ['a stream cut before [DONE]: the bound plus a token per frame', { replies: () => ({ chunks: [delta('a'), delta('b'), delta('c')] }) }, ask('local/sim-small', { stream: true }), 200, 'upstream_fault', (h) => h.inputMicros + 3 * 40],
-    ['a stream with a frame that is not JSON', { replies: () => ({ chunks: [delta('a'), 'data: {oops\n\n'] }) }, ask('local/sim-small', { stream: true }), 200, 'upstream_fault', (h) => h.inputMicros + 1 * 40],
-    ['a stream whose client went away', { replies: () => ({ chunks: [delta('a'), delta('b'), delta('c'), usageFrame, DONE] }), failWritesAfter: 1 }, ask('local/sim-small', { stream: true }), 200, 'client_disconnected', (h) => h.inputMicros + 2 * 40],
+    ['a reply that is not JSON: the counted prompt', { replies: () => ({ chunks: ['<html>'] }) }, ask('local/sim-small'), 500, 'upstream_fault', counted(0)],
+    ['a reply that breaks off: the counted prompt', { replies: () => ({ chunks: ['{"id":'], breakAfter: new Error('ECONNRESET') }) }, ask('local/sim-small'), 500, 'upstream_fault', counted(0)],
+    ['a stream cut before [DONE]: the counted prompt and frames', { replies: () => ({ chunks: [delta('a'), delta('b'), delta('c')] }) }, ask('local/sim-small', { stream: true }), 200, 'upstream_fault', counted(3)],
+    ['a stream with a frame that is not JSON', { replies: () => ({ chunks: [delta('a'), 'data: {oops\n\n'] }) }, ask('local/sim-small', { stream: true }), 200, 'upstream_fault', counted(1)],
+    ['a stream whose client went away', { replies: () => ({ chunks: [delta('a'), delta('b'), delta('c'), usageFrame, DONE] }), failWritesAfter: 1 }, ask('local/sim-small', { stream: true }), 200, 'client_disconnected', counted(2)],
     [
-      'a stream that outgrows its hold when the balance has run out: the whole hold',
+      'a stream that outgrows its hold when the balance has run out: what it produced (t0..t6, 7 frames), counted, at most the hold',
       { replies: () => ({ chunks: Array.from({ length: 12 }, (_, i) => delta(`t${i}`)).concat([usageFrame, DONE]) }), prepare: (mg) => { mg.ledger.extensionsLeft = 0; } },
       ask('local/sim-small', { stream: true, max_tokens: 2 }),
       200,
       'balance_exhausted',
-      (h) => h.amountMicros,
+      counted(7 * tokenCounter('o200k_base')('t0')),
     ],
     ['no model replied: nothing', { replies: () => ({ status: 500, chunks: ['{}'] }) }, ask('local/sim-small'), 500, 'provider_error', () => 0],
     ['the request limit passed before a reply: nothing', { env: { SLUICE_REQUEST_LIMIT_MS: '30' }, replies: () => ({ hang: true }) }, ask('local/sim-small'), 504, 'timeout', () => 0],
@@ -259,11 +266,12 @@ describe('faults are logged by kind before they become refusals', () => {
     expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ phase: 'rate', fault: 'TypeError' }));
   });
 
-  test('a fault in the key lookup is a 500 and is logged', async () => {
+  test('a fault in the key lookup is 503 balance_unavailable (issue 14: a store that stops answering is not a 500) and is logged', async () => {
     const mg = memoryGateway();
     mg.directory.findByHash = () => Promise.reject(new RangeError(SECRET));
     const sink = await mg.serve({ json: ask('local/sim-small') });
-    expect(sink.status).toBe(500);
+    expect(sink.status).toBe(503);
+    expect(sink.json().error).toMatchObject({ code: 'balance_unavailable', type: 'server_error' });
     expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ phase: 'authenticate', fault: 'RangeError' }));
   });
 });
