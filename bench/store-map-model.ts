@@ -17,7 +17,8 @@
  *   before or after the write: one write when the index key stays, two (a delete and a put) when
  *   it moves; index writes cost 1 unit per KB (they are not transactional).
  */
-import type { IndexSchema, TableSchema } from '../lambdas/shared/schema';
+import { HOLDS_BY_EXPIRY, TABLES, type IndexSchema, type TableSchema } from '../lambdas/shared/schema';
+import { EXPIRY_SHARDS, USAGE_SHARDS, allExpiryShards, allUsagePks, keyPk, monthPk, slicePk, windowKey } from '../lambdas/store/keys';
 
 /** An attribute value in DynamoDB's JSON wire form. */
 export interface WireValue {
@@ -153,18 +154,6 @@ export function keyWrites(w: ItemWrite, schema: TableSchema): KeyWrite[] {
   return out;
 }
 
-/** A key's load over one run. */
-export interface HotKey {
-  readonly key: string;
-  readonly unitsPerRequest: number;
-  /** `1000 / unitsPerRequest`, requests per second. */
-  readonly ceilingRps: number;
-  /** How many workspaces' requests wrote it. */
-  readonly workspaces: number;
-  /** Who wrote it (`gateway`, `aggregator`). */
-  readonly sources: readonly string[];
-}
-
 /** DynamoDB's limit per partition key value and per item, write units per second. */
 export const UNITS_PER_SECOND = 1_000;
 
@@ -172,27 +161,59 @@ export const UNITS_PER_SECOND = 1_000;
  * Keys by units per request, hottest first. `by` picks partition key values or items; `shared`
  * keeps only keys written more than once by more than one workspace's requests (or by none that
  * could be told), which are the keys whose load grows with the whole service's traffic.
+ *
+ * A partition key value that belongs to one of `families` counts toward its family, whose units
+ * per request are its total over its shard count (uniform hashing); an item of such a partition
+ * counts toward the family's item of the same sort key (a slice's `BALANCE` over all slices).
  */
-export function hottest(writes: readonly KeyWrite[], requests: number, by: 'partition' | 'item', shared = false): HotKey[] {
-  const tally = new Map<string, { units: number; writes: number; workspaces: Set<string>; sources: Set<string> }>();
+export function hottest(writes: readonly KeyWrite[], requests: number, by: 'partition' | 'item', shared = false, families: readonly KeyFamily[] = []): HotKey[] {
+  const familyOf = new Map<string, KeyFamily>();
+  for (const f of families) for (const p of f.partitions) familyOf.set(p, f);
+  interface Tally {
+    units: number;
+    writes: number;
+    workspaces: Set<string>;
+    sources: Set<string>;
+    family?: KeyFamily;
+    members: Map<string, number>;
+  }
+  const tally = new Map<string, Tally>();
   for (const w of writes) {
-    const k = by === 'partition' ? w.partition : w.item;
+    const family = familyOf.get(w.partition);
+    let k = by === 'partition' ? w.partition : w.item;
+    if (family !== undefined) {
+      if (by === 'partition') k = family.name;
+      else if (w.item.startsWith(`${w.partition} `)) k = `${family.name}${w.item.slice(w.partition.length)}`;
+    }
+    const inFamily = family !== undefined && k !== (by === 'partition' ? w.partition : w.item);
     let t = tally.get(k);
     if (t === undefined) {
-      t = { units: 0, writes: 0, workspaces: new Set(), sources: new Set() };
+      t = { units: 0, writes: 0, workspaces: new Set(), sources: new Set(), members: new Map(), ...(inFamily ? { family } : {}) };
       tally.set(k, t);
     }
     t.units += w.units;
     t.writes += 1;
     for (const ws of w.workspaces) t.workspaces.add(ws);
     t.sources.add(w.source);
+    if (inFamily) {
+      const member = by === 'partition' ? w.partition : w.item;
+      t.members.set(member, (t.members.get(member) ?? 0) + w.units);
+    }
   }
+  const n = Math.max(1, requests);
   const out: HotKey[] = [];
   for (const [key, t] of tally) {
     // A key written once in a run (a request's own marker, say) says nothing about a rate.
     if (shared && (t.workspaces.size === 1 || t.writes < 2)) continue;
-    const unitsPerRequest = t.units / Math.max(1, requests);
-    out.push({ key, unitsPerRequest, ceilingRps: UNITS_PER_SECOND / unitsPerRequest, workspaces: t.workspaces.size, sources: [...t.sources].sort() });
+    const shards = t.family === undefined ? 1 : Math.max(1, t.family.shards ?? t.family.partitions.length);
+    const unitsPerRequest = t.units / n / shards;
+    const hot: HotKey = { key, unitsPerRequest, ceilingRps: UNITS_PER_SECOND / unitsPerRequest, workspaces: t.workspaces.size, sources: [...t.sources].sort() };
+    if (t.family === undefined) {
+      out.push(hot);
+      continue;
+    }
+    const [member, units] = [...t.members].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0] ?? [key, 0];
+    out.push({ ...hot, shards, observed: { key: member, unitsPerRequest: units / n, ceilingRps: UNITS_PER_SECOND / (units / n) } });
   }
   return out.sort((a, b) => b.unitsPerRequest - a.unitsPerRequest || a.key.localeCompare(b.key));
 }
@@ -201,4 +222,115 @@ export function hottest(writes: readonly KeyWrite[], requests: number, by: 'part
 export function ceilingOf(keys: readonly HotKey[]): number | null {
   const top = keys[0];
   return top === undefined ? null : Math.floor(top.ceilingRps);
+}
+
+/**
+ * A key family: partition key values that differ only by a shard number the store derives from a
+ * hash (the holds' expiry index shard, a workspace's usage partition, its escrow slice). DynamoDB
+ * sees each value as its own key; the store spreads its writes over them by a hash of a fresh id,
+ * so over a long run each value takes `1 / shards` of the family's units. A short run samples
+ * that spread (192 holds over 256 shards put 3 on the busiest), so the family's ceiling is
+ * modelled from its total, and the busiest value seen is kept beside it.
+ */
+export interface KeyFamily {
+  /** How the family is shown: `holds/byExpiryShard expiryShard=X<0..255>`. */
+  readonly name: string;
+  /** Every partition key value of the family, as `KeyWrite.partition` spells it. */
+  readonly partitions: readonly string[];
+  /**
+   * How many values' worth the traffic spreads over, when not all take an equal share: the hash
+   * picks one of `n` choices and several choices may map to one value (the busiest value takes
+   * `max multiplicity / n`, so this is `n / max multiplicity`). Default: `partitions.length`.
+   */
+  readonly shards?: number;
+}
+
+/** A family from `n` hash-picked choices, choice `i` landing on `partitionOf(i)`. */
+export function familyOfChoices(name: string, n: number, partitionOf: (i: number) => string): KeyFamily {
+  const counts = new Map<string, number>();
+  for (let i = 0; i < n; i += 1) counts.set(partitionOf(i), (counts.get(partitionOf(i)) ?? 0) + 1);
+  const most = Math.max(1, ...counts.values());
+  return { name, partitions: [...counts.keys()], shards: n / most };
+}
+
+/** `KeyWrite.partition` for a value of a table's (or an index's) partition key. */
+export function partitionText(target: string, attribute: string, value: string): string {
+  return `${target} ${attribute}=${value}`;
+}
+
+/** The busiest member of a family in the run: what was observed, beside what is modelled. */
+export interface ObservedKey {
+  readonly key: string;
+  readonly unitsPerRequest: number;
+  readonly ceilingRps: number;
+}
+
+/** A key's load over one run. */
+export interface HotKey {
+  readonly key: string;
+  /** For a family, its total units per request over its shards (the uniform-hashing model). */
+  readonly unitsPerRequest: number;
+  /** `1000 / unitsPerRequest`, requests per second. */
+  readonly ceilingRps: number;
+  /** How many workspaces' requests wrote it. */
+  readonly workspaces: number;
+  /** Who wrote it (`gateway`, `aggregator`). */
+  readonly sources: readonly string[];
+  /** For a key family: how many values it spreads over. */
+  readonly shards?: number;
+  /** For a key family: its busiest value in this run (a sample of the spread). */
+  readonly observed?: ObservedKey;
+}
+
+/** A workspace of a load, with the slice count its ledger had. */
+export interface FamilyWorkspace {
+  readonly workspaceId: string;
+  readonly slices: number;
+  /** Its API keys' ids, for the families of a key's own items. */
+  readonly keyIds?: readonly string[];
+}
+
+/**
+ * The partition key values of an API key's own items (request counter, credit window): the
+ * store's `windowKey` for each workspace slice, so a store that spreads a key's items by the
+ * hold's slice is followed without the map knowing how (today: one value, `KEY#<ws>#<key>`).
+ */
+export function keyPartitions(workspaceId: string, keyId: string, slices: number): string[] {
+  const ledger = TABLES.ledger;
+  return Array.from({ length: Math.max(1, slices) }, (_, i) => partitionText(ledger.name, ledger.partitionKey.name, windowKey(workspaceId, i, `KEYWIN#${keyId}#0`).pk));
+}
+
+/**
+ * The store's hash-sharded key families, from its own key functions and shard counts (so the map
+ * follows the layout): the holds' expiry index (`EXPIRY_SHARDS` values, from the hold id), each
+ * workspace's usage partitions (`USAGE_SHARDS`, from the request id), and each workspace's escrow
+ * slices and their month shares (its slice count; the admission picks a slice by a hash of the
+ * hold id, uniform, except a BYOK request's, which takes slice 0: the bench sends none).
+ */
+export function storeFamilies(workspaces: readonly FamilyWorkspace[]): KeyFamily[] {
+  const holds = TABLES.holds;
+  const index = holds.indexes.find((i) => i.indexName === HOLDS_BY_EXPIRY);
+  const out: KeyFamily[] = [];
+  if (index !== undefined) {
+    const target = `${holds.name}/${index.indexName}`;
+    const attr = index.partitionKey.name;
+    out.push({ name: partitionText(target, attr, `X<0..${EXPIRY_SHARDS - 1}>`), partitions: allExpiryShards().map((v) => partitionText(target, attr, v)) });
+  }
+  const usage = TABLES.usage;
+  const ledger = TABLES.ledger;
+  for (const { workspaceId: ws, slices, keyIds } of workspaces) {
+    out.push({ name: partitionText(usage.name, usage.partitionKey.name, `${ws}#U<0..${USAGE_SHARDS - 1}>`), partitions: allUsagePks(ws).map((v) => partitionText(usage.name, usage.partitionKey.name, v)) });
+    const n = Math.max(1, slices);
+    const range = Array.from({ length: n }, (_, i) => i);
+    // One slice is one key: no family, the key stands as it is.
+    if (n === 1) continue;
+    for (const keyId of keyIds ?? []) {
+      const own = keyPartitions(ws, keyId, n);
+      const family = familyOfChoices(partitionText(ledger.name, ledger.partitionKey.name, `${keyPk(ws, keyId)} (key's slices)`), n, (i) => own[i] as string);
+      if (family.partitions.length > 1) out.push(family);
+    }
+    out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${slicePk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (escrow slices)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, slicePk(ws, i))) });
+    out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${monthPk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (month shares)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, monthPk(ws, i))) });
+  }
+  return out;
 }

@@ -33,6 +33,11 @@ export interface CallCounts {
    * DynamoDB one of the two is cancelled (`TransactionConflict`). DynamoDB Local never cancels.
    */
   readonly overlaps: Record<string, number>;
+  /**
+   * Of `overlaps`, those that met the other transaction on an item outside `WriteTap.ownPartitions`
+   * (an API key's own items): a conflict on what the workspace's requests share, its slices.
+   */
+  readonly sharedOverlaps: Record<string, number>;
   /** Other failed calls, by error type. */
   readonly errors: Record<string, number>;
   /** Write calls whose reported capacity (per table) equalled the tap's own figure, and did not. */
@@ -64,6 +69,8 @@ export class WriteTap {
   mode: TapMode = 'count';
   /** Workspace ids to attribute writes to (found in a write's key, item or values, else its call's). */
   workspaces: readonly string[] = [];
+  /** Partition key values whose items belong to one API key (`KEY#<ws>#<key>`), for `sharedOverlaps`. */
+  ownPartitions: ReadonlySet<string> = new Set();
   private writes: ItemWrite[] = [];
   private counts = WriteTap.emptyCounts();
   /** Last image of every item the tap saw written (or read), by table and key. */
@@ -85,7 +92,7 @@ export class WriteTap {
   }
 
   private static emptyCounts(): CallCounts {
-    return { calls: {}, cancelled: {}, conflicts: {}, overlaps: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
+    return { calls: {}, cancelled: {}, conflicts: {}, overlaps: {}, sharedOverlaps: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
   }
 
   /** Starts a listener for one source (`gateway`, `aggregator`); resolves to the endpoint to give it. */
@@ -154,13 +161,18 @@ export class WriteTap {
     // counts the transactions that were sent while another, still unanswered, held one of their items.
     let held: Set<string> | undefined;
     if (op === 'TransactWriteItems') {
-      held = new Set(this.itemsOf(op, input ?? (JSON.parse(body.toString('utf8')) as Json)).map((p) => this.id(p)));
+      const items = this.itemsOf(op, input ?? (JSON.parse(body.toString('utf8')) as Json));
+      held = new Set(items.map((p) => this.id(p)));
+      const shared = items.filter((p) => !this.ownPartitions.has(String(p.key[p.schema.partitionKey.name]?.S ?? ''))).map((p) => this.id(p));
+      let overlapped = false;
+      let sharedOverlap = false;
       for (const other of this.inflight) {
-        if ([...held].some((id) => other.has(id))) {
-          inc(this.counts.overlaps, source);
-          break;
-        }
+        if (!overlapped && [...held].some((id) => other.has(id))) overlapped = true;
+        if (!sharedOverlap && shared.some((id) => other.has(id))) sharedOverlap = true;
+        if (overlapped && sharedOverlap) break;
       }
+      if (overlapped) inc(this.counts.overlaps, source);
+      if (sharedOverlap) inc(this.counts.sharedOverlaps, source);
       this.inflight.add(held);
     }
     let reply: { status: number; contentType: string; body: Buffer };

@@ -27,13 +27,14 @@ import { documentClient } from '../lambdas/adapters/dynamo-client';
 import { aggregate } from '../lambdas/aggregator/aggregate';
 import { loadConfig } from '../lambdas/shared/config';
 import { TABLES, tableName, type TableName } from '../lambdas/shared/schema';
+import { MAX_SLICES, readBalance, setLedgerSlices, type LedgerTables } from '../lambdas/store';
 import { startDynamoLocal } from '../local/dynamo-local';
 import { startStreamPoller } from '../local/stream-poller';
 import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
 import { closedLoop, post, targetFrom, type Target } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
-import { ceilingOf, hottest, keyWrites, type HotKey, type ItemWrite, type KeyWrite } from './store-map-model';
+import { ceilingOf, hottest, keyPartitions, keyWrites, storeFamilies, type FamilyWorkspace, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
 import { WriteTap, type CallCounts } from './store-map-tap';
 
 /** How big each part is. */
@@ -51,12 +52,15 @@ interface MapPlan {
 
 const FULL: MapPlan = { workspaces: 64, requests: 640, concurrency: 64, sliceMs: 5_000, rounds: 2 };
 const QUICK: MapPlan = { workspaces: 64, requests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1 };
+/** The sliced workspace's slice count: the store's most. It has five keys, SPEC's most, like the one-slice workspace. */
+const SLICES = MAX_SLICES;
 const TABLE_PREFIX = 'map-';
 const WATCHDOG_MS = 6 * 60_000;
 const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
 
 interface Caller {
   readonly workspaceId: string;
+  readonly keyId: string;
   readonly rawKey: string;
 }
 
@@ -76,6 +80,13 @@ export interface LoadMap {
   readonly sharedItems: readonly HotKey[];
   /** Transactions cancelled by a conflict, per request. */
   readonly conflictsPerRequest: number;
+  /** Slice count of each workspace of the load, read after it. */
+  readonly slices: readonly number[];
+  /**
+   * The hottest partition key values and items that are not one API key's own (`KEY#<ws>#<key>`,
+   * which the one-key load measures): what binds the workspace's shared items, its slices.
+   */
+  readonly beyondKeys: { readonly partitions: readonly HotKey[]; readonly items: readonly HotKey[] };
 }
 
 /** Throughput of one side of the conflict comparison. */
@@ -91,6 +102,8 @@ export interface ConflictSide {
    * request: what DynamoDB would cancel as conflicts (see `CallCounts.overlaps`).
    */
   readonly overlapsPerAdmission: number;
+  /** Of those, overlapping on an item that is not one API key's own (a slice, a month share): what slices divide. */
+  readonly sharedOverlapsPerAdmission: number;
   /** Gateway transactions per admitted request (retries included). */
   readonly transactionsPerRequest: number;
 }
@@ -105,6 +118,10 @@ export interface StoreMapResult {
     readonly key: { readonly partition?: HotKey; readonly item?: HotKey };
   };
   readonly storeMap: {
+    /** The workspace ceilings with one slice (the five-key load), beside `modeledCeilings.workspaceRps` with many. */
+    readonly oneSliceWorkspace: { readonly partitionRps: number | null; readonly itemRps: number | null };
+    /** The sliced workspace's ceilings on what is not one API key's own (its slices, month shares, usage, rollups). */
+    readonly slicedWorkspaceBeyondKeys: { readonly slices: number; readonly partitionRps: number | null; readonly itemRps: number | null };
     readonly loads: readonly LoadMap[];
     readonly conflicts: readonly ConflictSide[];
     /** Write calls whose per-table capacity, as DynamoDB Local reported it, equalled the tap's figure. */
@@ -152,7 +169,9 @@ function toKeyWrites(writes: readonly ItemWrite[]): KeyWrite[] {
   return writes.flatMap((w) => keyWrites(w, TABLES[w.table as TableName]));
 }
 
-function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts): LoadMap {
+function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
+  const families: KeyFamily[] = storeFamilies(workspaces);
+  const ownKeys = new Set(callers.flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES)));
   const keys = toKeyWrites(writes);
   // Every request sent: a rare failure (after admission) still wrote.
   const n = Math.max(1, run.ok + run.failed);
@@ -171,11 +190,16 @@ function mapLoad(name: string, concurrency: number, run: { ok: number; failed: n
     requests: run.ok,
     failed: run.failed,
     perRequest,
-    hottestPartitions: hottest(keys, n, 'partition').slice(0, 6),
-    hottestItems: hottest(keys, n, 'item').slice(0, 6),
-    sharedPartitions: hottest(keys, n, 'partition', true).slice(0, 4),
-    sharedItems: hottest(keys, n, 'item', true).slice(0, 4),
+    hottestPartitions: hottest(keys, n, 'partition', false, families).slice(0, 6),
+    hottestItems: hottest(keys, n, 'item', false, families).slice(0, 6),
+    sharedPartitions: hottest(keys, n, 'partition', true, families).slice(0, 4),
+    sharedItems: hottest(keys, n, 'item', true, families).slice(0, 4),
     conflictsPerRequest: sum(counts.conflicts, () => true) / n,
+    slices: workspaces.map((w) => w.slices),
+    beyondKeys: {
+      partitions: hottest(keys.filter((k) => !ownKeys.has(k.partition)), n, 'partition', false, families).slice(0, 3),
+      items: hottest(keys.filter((k) => !ownKeys.has(k.partition)), n, 'item', false, families).slice(0, 3),
+    },
   };
 }
 
@@ -216,11 +240,17 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     steps.push({ name: 'document client', run: async () => doc.destroy() });
     const admin: AdminContext = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
     await importCatalog(admin, {});
-    const workspace = async (keys: number): Promise<Caller[]> => {
+    const ledgerTables: LedgerTables = { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') };
+    const workspace = async (keys: number, slices = 1): Promise<Caller[]> => {
       const ws = await createWorkspace(admin, { name: 'store-map' });
       await addCredit(admin, { workspaceId: ws.workspaceId, minor: 1_000_000 });
+      // Set through the store, as an operator would, before any request.
+      if (slices > 1) await setLedgerSlices(doc, ledgerTables, ws.workspaceId, slices);
       const out: Caller[] = [];
-      for (let k = 0; k < keys; k += 1) out.push({ workspaceId: ws.workspaceId, rawKey: (await createKey(admin, { workspaceId: ws.workspaceId })).rawKey });
+      for (let k = 0; k < keys; k += 1) {
+        const key = await createKey(admin, { workspaceId: ws.workspaceId });
+        out.push({ workspaceId: ws.workspaceId, keyId: key.keyId, rawKey: key.rawKey });
+      }
       return out;
     };
     const many: Caller[] = [];
@@ -228,11 +258,24 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const five = await workspace(5);
     const [one] = await workspace(1);
     if (one === undefined) throw new Error('no key');
-    log(`seeded ${many.length + 2} workspaces`);
+    const sliced = await workspace(5, SLICES);
+    log(`seeded ${many.length + 3} workspaces (one of them with ${SLICES} slices)`);
+    // The slice count each workspace of a load has, read back after it (growth could have raised it).
+    const slicesOf = async (callers: readonly Caller[]): Promise<FamilyWorkspace[]> => {
+      const ids = [...new Set(callers.map((c) => c.workspaceId))];
+      const out: FamilyWorkspace[] = [];
+      for (const workspaceId of ids) {
+        const keyIds = callers.filter((c) => c.workspaceId === workspaceId).map((c) => c.keyId);
+        out.push({ workspaceId, slices: (await readBalance(doc, ledgerTables, workspaceId)).slices, keyIds });
+      }
+      return out;
+    };
 
     const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
     steps.push({ name: 'tap', run: () => tap.close() });
-    tap.workspaces = [...new Set([...many, ...five, one].map((c) => c.workspaceId))];
+    // Raw partition key values of every key's own items (after `<table> pk=`).
+    tap.ownPartitions = new Set([...many, ...five, one, ...sliced].flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES).map((p) => p.slice(p.indexOf('=') + 1))));
+    tap.workspaces = [...new Set([...many, ...five, one, ...sliced].map((c) => c.workspaceId))];
     const gatewayEndpoint = await tap.listen('gateway');
     const aggregatorEndpoint = await tap.listen('aggregator');
 
@@ -277,7 +320,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     };
 
     log('warm-up: every key, a few times (caches, first writes of each window)');
-    const callers = [...many, ...five, one];
+    const callers = [...many, ...five, one, ...sliced];
     await bounded(target, callers.length * 3, 16, (i) => callers[i % callers.length] as Caller);
     await settle();
     tap.take();
@@ -286,7 +329,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     tap.mode = 'map';
     const loads: LoadMap[] = [];
     const reported = { agrees: 0, differs: 0, differences: [] as string[] };
-    const runLoad = async (name: string, concurrency: number, pick: (i: number) => Caller): Promise<LoadMap> => {
+    const runLoad = async (name: string, concurrency: number, callersOf: readonly Caller[], pick: (i: number) => Caller): Promise<LoadMap> => {
       log(`load: ${name}, ${plan.requests} requests at concurrency ${concurrency}`);
       const run = await bounded(target, plan.requests, concurrency, pick);
       if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
@@ -295,20 +338,22 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
       reported.agrees += counts.reportedAgrees;
       reported.differs += counts.reportedDiffers;
       reported.differences.push(...counts.differences.slice(0, 5 - reported.differences.length));
-      const map = mapLoad(name, concurrency, run, writes, counts);
+      const map = mapLoad(name, concurrency, run, writes, counts, await slicesOf(callersOf), callersOf);
       loads.push(map);
       return map;
     };
-    const manyLoad = await runLoad('many workspaces', plan.concurrency, (i) => many[i % many.length] as Caller);
-    const fiveLoad = await runLoad('one workspace, five keys', plan.concurrency, (i) => five[i % five.length] as Caller);
-    const oneLoad = await runLoad('one key', plan.concurrency / 4, () => one);
+    const manyLoad = await runLoad('many workspaces', plan.concurrency, many, (i) => many[i % many.length] as Caller);
+    const fiveLoad = await runLoad('one workspace, five keys, 1 slice', plan.concurrency, five, (i) => five[i % five.length] as Caller);
+    const slicedLoad = await runLoad(`one workspace, five keys, ${SLICES} slices`, plan.concurrency, sliced, (i) => sliced[i % sliced.length] as Caller);
+    const oneLoad = await runLoad('one key', plan.concurrency / 4, [one], () => one);
 
     // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
     tap.mode = 'count';
-    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; transactions: number }>();
+    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; sharedOverlaps: number; transactions: number }>();
     const picks: readonly (readonly [string, (w: number) => Caller])[] = [
       ['64 workspaces', (w) => many[w % many.length] as Caller],
-      ['one workspace, five keys', (w) => five[w % five.length] as Caller],
+      ['one workspace, five keys, 1 slice', (w) => five[w % five.length] as Caller],
+      [`one workspace, five keys, ${SLICES} slices`, (w) => sliced[w % sliced.length] as Caller],
     ];
     for (let round = 0; round < plan.rounds; round += 1) {
       // Alternating which side goes first, so neither always meets the machine as the other left it.
@@ -318,13 +363,14 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
         const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${pick(w).rawKey}` }));
         await gw.idle(60_000);
         const { counts } = tap.take();
-        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, transactions: 0 };
+        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, sharedOverlaps: 0, transactions: 0 };
         sides.set(name, {
           ok: s.ok + run.ok,
           failed: s.failed + run.failed,
           ms: s.ms + run.elapsedMs,
           conflicts: s.conflicts + (counts.conflicts.gateway ?? 0),
           overlaps: s.overlaps + (counts.overlaps.gateway ?? 0),
+          sharedOverlaps: s.sharedOverlaps + (counts.sharedOverlaps.gateway ?? 0),
           transactions: s.transactions + (counts.calls['gateway TransactWriteItems'] ?? 0) + (counts.cancelled.gateway ?? 0),
         });
       }
@@ -337,19 +383,24 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
       failed: s.failed,
       conflictsPerAdmission: s.conflicts / Math.max(1, s.ok),
       overlapsPerAdmission: s.overlaps / Math.max(1, s.ok),
+      sharedOverlapsPerAdmission: s.sharedOverlaps / Math.max(1, s.ok),
       transactionsPerRequest: s.transactions / Math.max(1, s.ok),
     }));
 
     const top = (keys: readonly HotKey[]): HotKey | undefined => keys[0];
     return {
-      modeledCeilings: { serviceRps: ceilingOf(manyLoad.sharedPartitions), workspaceRps: ceilingOf(fiveLoad.hottestPartitions), keyRps: ceilingOf(oneLoad.hottestPartitions) },
-      modeledItemCeilings: { serviceRps: ceilingOf(manyLoad.sharedItems), workspaceRps: ceilingOf(fiveLoad.hottestItems), keyRps: ceilingOf(oneLoad.hottestItems) },
+      modeledCeilings: { serviceRps: ceilingOf(manyLoad.sharedPartitions), workspaceRps: ceilingOf(slicedLoad.hottestPartitions), keyRps: ceilingOf(oneLoad.hottestPartitions) },
+      modeledItemCeilings: { serviceRps: ceilingOf(manyLoad.sharedItems), workspaceRps: ceilingOf(slicedLoad.hottestItems), keyRps: ceilingOf(oneLoad.hottestItems) },
       hottestKeys: {
         service: withTop(top(manyLoad.sharedPartitions), top(manyLoad.sharedItems)),
-        workspace: withTop(top(fiveLoad.hottestPartitions), top(fiveLoad.hottestItems)),
+        workspace: withTop(top(slicedLoad.hottestPartitions), top(slicedLoad.hottestItems)),
         key: withTop(top(oneLoad.hottestPartitions), top(oneLoad.hottestItems)),
       },
-      storeMap: { loads, conflicts, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
+      storeMap: {
+        oneSliceWorkspace: { partitionRps: ceilingOf(fiveLoad.hottestPartitions), itemRps: ceilingOf(fiveLoad.hottestItems) },
+        slicedWorkspaceBeyondKeys: { slices: SLICES, partitionRps: ceilingOf(slicedLoad.beyondKeys.partitions), itemRps: ceilingOf(slicedLoad.beyondKeys.items) },
+        loads,
+        conflicts, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
     };
   } finally {
     clearTimeout(watchdog);
@@ -362,6 +413,7 @@ function withTop(partition: HotKey | undefined, item: HotKey | undefined): { par
 }
 
 const r1 = (v: number): string => (Math.round(v * 100) / 100).toString();
+const r3 = (v: number): string => (Math.round(v * 1000) / 1000).toString();
 const rps = (v: number | null): string => (v === null ? 'none binds' : `${v.toLocaleString('en-US')} req/s`);
 
 /** The store map as text. */
@@ -370,19 +422,33 @@ export function renderStoreMap(r: StoreMapResult): string {
   const c = r.modeledCeilings;
   const i = r.modeledItemCeilings;
   lines.push('store write map: modelled ceilings (1,000 write units/s / units per request on the hottest key)');
+  lines.push('  a key family the store spreads by a hash (expiry index shards, usage partitions, escrow slices) counts');
+  lines.push("  its total units over its shard count: uniform hashing, which a long run tends to; its busiest value seen is printed beside it");
   lines.push(`  whole service  partition ${rps(c.serviceRps).padEnd(16)} item ${rps(i.serviceRps)}   (keys written by many workspaces' requests)`);
-  lines.push(`  one workspace  partition ${rps(c.workspaceRps).padEnd(16)} item ${rps(i.workspaceRps)}`);
+  const b = r.storeMap.slicedWorkspaceBeyondKeys;
+  lines.push(`  one workspace  partition ${rps(c.workspaceRps).padEnd(16)} item ${rps(i.workspaceRps)}   (${b.slices} slices, five keys)`);
+  lines.push(`                 partition ${rps(b.partitionRps).padEnd(16)} item ${rps(b.itemRps)}   (${b.slices} slices, not counting each key's own KEY#… items)`);
+  lines.push(`                 partition ${rps(r.storeMap.oneSliceWorkspace.partitionRps).padEnd(16)} item ${rps(r.storeMap.oneSliceWorkspace.itemRps)}   (1 slice, five keys)`);
   lines.push(`  one key        partition ${rps(c.keyRps).padEnd(16)} item ${rps(i.keyRps)}`);
-  const hot = (h: HotKey): string => `${h.key}  ${r1(h.unitsPerRequest)} u/req -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s  [${h.sources.join(', ')}; ${h.workspaces} ws]`;
+  const hot = (h: HotKey): string =>
+    h.shards === undefined || h.observed === undefined
+      ? `${h.key}  ${r3(h.unitsPerRequest)} u/req -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s  [${h.sources.join(', ')}; ${h.workspaces} ws]`
+      : `${h.key}  ${r3(h.unitsPerRequest * h.shards)} u/req over ${h.shards} shards = ${r3(h.unitsPerRequest)} each -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s modelled` +
+        ` (busiest seen: ${h.observed.key} ${r3(h.observed.unitsPerRequest)} u/req, ${Math.floor(h.observed.ceilingRps).toLocaleString('en-US')} req/s)  [${h.sources.join(', ')}; ${h.workspaces} ws]`;
   for (const load of r.storeMap.loads) {
     lines.push('');
-    lines.push(`load: ${load.name} (concurrency ${load.concurrency}, ${load.requests} requests${load.failed > 0 ? `, ${load.failed} failed` : ''})`);
+    const slices = [...new Set(load.slices)].sort((a, b) => a - b).join('/');
+    lines.push(`load: ${load.name} (concurrency ${load.concurrency}, ${load.requests} requests${load.failed > 0 ? `, ${load.failed} failed` : ''}; slices ${slices})`);
     for (const [source, p] of Object.entries(load.perRequest)) lines.push(`  ${source.padEnd(10)} per request: ${r1(p.calls)} write calls, ${r1(p.writes)} items written, ${r1(p.units)} write units`);
     lines.push(`  transactions cancelled by conflict per request: ${r1(load.conflictsPerRequest)}`);
     lines.push('  hottest partition key values:');
     for (const h of load.hottestPartitions) lines.push(`    ${hot(h)}`);
     lines.push('  hottest items:');
     for (const h of load.hottestItems) lines.push(`    ${hot(h)}`);
+    if (load.name.startsWith('one workspace')) {
+      lines.push("  hottest beyond each key's own items (partition / item):");
+      for (const h of [...load.beyondKeys.partitions.slice(0, 2), ...load.beyondKeys.items.slice(0, 2)]) lines.push(`    ${hot(h)}`);
+    }
     if (load.name === 'many workspaces') {
       lines.push('  written by more than one workspace (partition / item):');
       for (const h of [...load.sharedPartitions.slice(0, 2), ...load.sharedItems.slice(0, 2)]) lines.push(`    ${hot(h)}`);
@@ -392,8 +458,9 @@ export function renderStoreMap(r: StoreMapResult): string {
   lines.push('locally, concurrency 64: throughput and conflicts (gateway transactions through the tap; DynamoDB Local never');
   lines.push('  cancels for a conflict, so "overlapping" counts transactions sent while another unanswered one held one of their items)');
   for (const s of r.storeMap.conflicts) {
-    lines.push(`  ${s.name.padEnd(26)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item; transactions per request ${r1(s.transactionsPerRequest)}`);
+    lines.push(`  ${s.name.padEnd(36)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item (${r1(s.sharedOverlapsPerAdmission)} on one that is not a key's own); transactions per request ${r1(s.transactionsPerRequest)}`);
   }
+  lines.push('  before the store redesign (docs/bench.md): overlapping 2.0 per admission for one workspace, 0.94 for 64 workspaces');
   lines.push(`reported capacity (DynamoDB Local) equal to the computed figure on ${r.storeMap.reportedCapacity.agrees} of ${r.storeMap.reportedCapacity.agrees + r.storeMap.reportedCapacity.differs} write calls`);
   for (const d of r.storeMap.reportedCapacity.differences) lines.push(`  differs: ${d}`);
   return lines.join('\n');

@@ -2,7 +2,8 @@
  * The store write map's arithmetic: DynamoDB's item sizes and write units, the index writes
  * derived from the table schema, and the ceilings drawn from a run's writes.
  */
-import { ceilingOf, hottest, itemSize, keyWrites, numberSize, valueSize, writeUnits, type ItemWrite, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, keyPk, monthPk, slicePk, usagePk, windowKey } from '../../lambdas/store/keys';
 import type { TableSchema } from '../../lambdas/shared/schema';
 
 describe('DynamoDB sizes', () => {
@@ -143,5 +144,125 @@ describe('hottest keys and ceilings', () => {
   it('ranks items separately', () => {
     const top = hottest(writes, 4, 'item');
     expect(top[0]).toMatchObject({ key: 'ledger pk=WS#a sk=BALANCE', unitsPerRequest: 4, ceilingRps: 250 });
+  });
+});
+
+describe('key families: hash-sharded keys modelled over their shard count', () => {
+  const kw = (partition: string, item: string, units: number, workspaces: string[]): KeyWrite => ({ source: 'gateway', target: partition.split(' ')[0] as string, partition, item, units, workspaces });
+  const family = (name: string, shards: number, value: (i: number) => string): KeyFamily => ({ name, partitions: Array.from({ length: shards }, (_, i) => partitionText('holds/byX', 'shard', value(i))) });
+
+  it.each([
+    // [shards, holds (one request each, 2 units on its shard), shards they land on, modelled units per request, modelled ceiling, busiest seen]
+    [256, 192, 64, 2 / 256, 128_000, 'holds/byX shard=X0'],
+    [32, 64, 2, 2 / 32, 16_000, 'holds/byX shard=X0'],
+    [4, 8, 1, 2 / 4, 2_000, 'holds/byX shard=X0'],
+  ])('%i shards: total units over the shard count, whatever the sample put on one (%i requests on %i shard(s))', (shards, requests, landed, perRequest, ceiling, busiest) => {
+    const f = family('holds/byX shard=X<n>', shards, (i) => `X${i}`);
+    // A skewed sample: every hold on the first `landed` shards, the first shard taking the most.
+    const writes = Array.from({ length: requests }, (_, r) => kw(partitionText('holds/byX', 'shard', `X${r % (landed + 1) === landed ? 0 : r % (landed + 1)}`), `holds/byX holdId=h${r}`, 2, [r % 2 === 0 ? 'ws_a' : 'ws_b']));
+    const [top] = hottest(writes, requests, 'partition', true, [f]);
+    expect(top).toMatchObject({ key: 'holds/byX shard=X<n>', shards, workspaces: 2 });
+    expect(top?.unitsPerRequest).toBeCloseTo(perRequest, 12);
+    expect(ceilingOf(hottest(writes, requests, 'partition', true, [f]))).toBe(ceiling);
+    expect(top?.observed?.key).toBe(busiest);
+    // The busiest shard seen took more than its uniform share: printed, not used for the ceiling.
+    expect(top?.observed?.unitsPerRequest ?? 0).toBeGreaterThan(perRequest);
+  });
+
+  it('a family\'s items of one sort key are spread too; items outside the partition (index entries) stay as they are', () => {
+    const f = family('holds/byX shard=S<n>', 48, (i) => `S${i}`);
+    const writes = [
+      ...Array.from({ length: 96 }, (_, r) => kw(partitionText('holds/byX', 'shard', `S${r % 48}`), `holds/byX shard=S${r % 48} sk=BALANCE`, 8, ['ws_a'])),
+      kw(partitionText('holds/byX', 'shard', 'S0'), 'holds/byX holdId=h1', 1, ['ws_a']),
+    ];
+    const items = hottest(writes, 96, 'item', false, [f]);
+    expect(items[0]).toMatchObject({ key: 'holds/byX shard=S<n> sk=BALANCE', shards: 48 });
+    expect(items[0]?.unitsPerRequest).toBeCloseTo(8 / 48, 12);
+    expect(Math.floor(items[0]?.ceilingRps ?? 0)).toBe(6_000);
+    expect(items[1]).toMatchObject({ key: 'holds/byX holdId=h1' });
+    expect(items[1]?.shards).toBeUndefined();
+    const partitions = hottest(writes, 96, 'partition', false, [f]);
+    expect(partitions).toHaveLength(1);
+    expect(partitions[0]?.unitsPerRequest).toBeCloseTo((96 * 8 + 1) / 96 / 48, 12);
+  });
+
+  it('a key outside every family keeps its own ceiling', () => {
+    const f = family('holds/byX shard=X<n>', 256, (i) => `X${i}`);
+    const writes = [kw('ledger pk=WS#a', 'ledger pk=WS#a sk=BALANCE', 8, ['ws_a']), kw('ledger pk=WS#a', 'ledger pk=WS#a sk=BALANCE', 8, ['ws_a'])];
+    const [top] = hottest(writes, 4, 'partition', false, [f]);
+    expect(top).toMatchObject({ key: 'ledger pk=WS#a', unitsPerRequest: 4, ceilingRps: 250 });
+    expect(top?.shards).toBeUndefined();
+  });
+});
+
+describe('storeFamilies: from the store\'s own key functions and shard counts', () => {
+  const families = storeFamilies([
+    { workspaceId: 'ws_one', slices: 1 },
+    { workspaceId: 'ws_many', slices: 48 },
+  ]);
+  const holding = (partition: string): KeyFamily | undefined => families.find((f) => f.partitions.includes(partition));
+
+  it.each([
+    ['the expiry index shard of a hold', partitionText('holds/byExpiryShard', 'expiryShard', expiryShard('h_123')), EXPIRY_SHARDS],
+    ['a usage partition of a one-slice workspace', partitionText('usage', 'pk', usagePk('ws_one', 'r_1')), USAGE_SHARDS],
+    ['a usage partition of a sliced workspace', partitionText('usage', 'pk', usagePk('ws_many', 'r_2')), USAGE_SHARDS],
+    ['slice 0 of a sliced workspace (its historical key)', partitionText('ledger', 'pk', slicePk('ws_many', 0)), 48],
+    ['slice 47 of a sliced workspace', partitionText('ledger', 'pk', slicePk('ws_many', 47)), 48],
+    ['a month share of a sliced workspace', partitionText('ledger', 'pk', monthPk('ws_many', 13)), 48],
+  ])('%s is in a family of its shard count', (_what, partition, shards) => {
+    expect(holding(partition)?.partitions).toHaveLength(shards);
+  });
+
+  it.each([
+    ['a one-slice workspace\'s slice: one key, no family', partitionText('ledger', 'pk', slicePk('ws_one', 0))],
+    ['a one-slice workspace\'s month share', partitionText('ledger', 'pk', monthPk('ws_one', 0))],
+    ['a slice past the workspace\'s count', partitionText('ledger', 'pk', slicePk('ws_many', 48))],
+    ['another workspace\'s usage', partitionText('usage', 'pk', usagePk('ws_other', 'r_1'))],
+  ])('%s is in none', (_what, partition) => {
+    expect(holding(partition)).toBeUndefined();
+  });
+
+  it('the expiry index family is the one the schema names', () => {
+    expect(families[0]?.name).toBe(`holds/byExpiryShard expiryShard=X<0..${EXPIRY_SHARDS - 1}>`);
+    expect(families[0]?.partitions[0]).toBe('holds/byExpiryShard expiryShard=X0');
+  });
+});
+
+describe('familyOfChoices: hash-picked choices that share values', () => {
+  it.each([
+    // [choices, values (choice i lands on i mod values), distinct values, effective shards]
+    [48, 48, 48, 48],
+    [48, 8, 8, 8], // six choices on each value: 1/8 each
+    [12, 8, 8, 6], // values 0-3 take two choices each: the busiest takes 2/12
+    [5, 1, 1, 1],
+  ])('%i choices over %i values: %i values, %i shards', (choices, values, distinct, shards) => {
+    const f = familyOfChoices('f', choices, (i) => `t pk=V${i % values}`);
+    expect(f.partitions).toHaveLength(distinct);
+    expect(f.shards).toBe(shards);
+  });
+
+  it('the busiest value\'s share sets the ceiling', () => {
+    const f = familyOfChoices('t pk=V<n>', 12, (i) => `t pk=V${i % 8}`);
+    const writes: KeyWrite[] = Array.from({ length: 12 }, (_, i) => ({ source: 'gateway', target: 't', partition: `t pk=V${i % 8}`, item: `t pk=V${i % 8} sk=A`, units: 6, workspaces: ['ws'] }));
+    const [top] = hottest(writes, 12, 'partition', false, [f]);
+    // 6 units per request over 6 effective shards: 1 unit each, 1,000 req/s (V0 takes 2 of 12 requests).
+    expect(top?.unitsPerRequest).toBeCloseTo(1, 12);
+    expect(ceilingOf([top as NonNullable<typeof top>])).toBe(1_000);
+  });
+});
+
+describe('keyPartitions: a key\'s own partitions, as the store places them', () => {
+  it('follows windowKey for every workspace slice', () => {
+    const pks = new Set(Array.from({ length: 48 }, (_, i) => windowKey('ws_a', i, 'KEYWIN#key_1#0').pk));
+    expect(new Set(keyPartitions('ws_a', 'key_1', 48))).toEqual(new Set([...pks].map((pk) => partitionText('ledger', 'pk', pk))));
+    expect(keyPartitions('ws_a', 'key_1', 1)).toEqual([partitionText('ledger', 'pk', keyPk('ws_a', 'key_1'))]);
+  });
+
+  it('a key family exists only when its items spread over more than one value', () => {
+    const spread = new Set(keyPartitions('ws_a', 'key_1', 48)).size;
+    const families = storeFamilies([{ workspaceId: 'ws_a', slices: 48, keyIds: ['key_1'] }]);
+    const keyFamily = families.find((f) => f.partitions.includes(partitionText('ledger', 'pk', keyPk('ws_a', 'key_1'))));
+    if (spread === 1) expect(keyFamily).toBeUndefined();
+    else expect(keyFamily?.partitions).toHaveLength(spread);
   });
 });
