@@ -29,7 +29,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, wr
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../local/ops';
 import { DynamoLedger } from '../lambdas/adapters/dynamo-ledger';
 import type { DocumentSender } from '../lambdas/adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitRequest } from '../lambdas/gateway/ports';

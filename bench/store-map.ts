@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../cli/ops';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../local/ops';
 import { documentClient } from '../lambdas/adapters/dynamo-client';
 import { aggregate } from '../lambdas/aggregator/aggregate';
 import { loadConfig } from '../lambdas/shared/config';

@@ -1,48 +1,30 @@
 /**
- * The `sluice` commands: each one parses its own options, calls one admin operation, and returns
- * both a JSON value (for `--json`) and lines for a person. No command prints by itself.
+ * The `sluice` commands: each one parses its own options, makes one or two calls to the
+ * management API, and returns both a JSON value (for `--json`) and lines for a person (and rows
+ * for `--csv` where it prints a table). No command prints by itself, and none touches a table.
+ *
+ * Amounts are read in major units with the currency (`20.50`, `$20`, `USD 20.50`), or in whole
+ * minor units with `--minor-units`; they are shown as `USD 20.50`. `--json` keeps the API's
+ * exact integers (minor units in, micro-units out).
  */
 import type { ParseArgsConfig } from 'node:util';
-import type { WindowCadence } from '../lambdas/shared/records';
-import type { AdminContext } from './context';
-import { ValidationError } from './errors';
-import {
-  addCredit,
-  addMember,
-  createKey,
-  createProfile,
-  createWorkspace,
-  deleteProfile,
-  importCatalog,
-  listKeys,
-  listProfiles,
-  removeByokKey,
-  removeMember,
-  reorderProfile,
-  setByokKey,
-  setDefaultProfile,
-  setKeyCreditLimit,
-  setKeyExpiry,
-  setMemberMonthlyLimit,
-  setPaused,
-  setPermittedModels,
-  setSpendRateCap,
-  setWorkspaceMonthlyLimit,
-  showWorkspace,
-  WINDOW_CADENCES,
-} from './ops';
-import type { KeyRef, KeyView, WorkspaceView } from './ops';
-import { formatMicros, parseInstant, parseWholeNumber } from './validate';
+import { AmountFormatError, formatMoney, MICROS_PER_MINOR, parseAmount } from '../lambdas/core/money-format';
+import { ValidationError } from '../lambdas/store/directory-errors';
+import { parseInstant } from '../lambdas/store/directory-validate';
+import { apiPath, type AdminApi } from './api-client';
+import { readCatalogFiles } from './catalog-files';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
 export type Values = Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>;
 
-/** What a command hands back: the JSON for scripts, the lines for a person. */
+/** What a command hands back: the JSON for scripts, the lines for a person, the rows for `--csv`. */
 export interface Outcome {
   readonly json: unknown;
   readonly human: readonly string[];
   /** Lines for stderr in human mode (warnings that must not mix with piped output). */
   readonly notes?: readonly string[];
+  /** The table, for `--csv`: a header and its rows. */
+  readonly table?: { readonly header: readonly string[]; readonly rows: readonly (readonly (string | number | boolean | null)[])[] };
 }
 
 /** What a command may use besides its arguments. */
@@ -61,8 +43,8 @@ export interface Command {
   readonly options: NonNullable<ParseArgsConfig['options']>;
   /** Fewest and most positional arguments. */
   readonly positionals: readonly [number, number];
-  /** Runs the command against a stage. */
-  run(ctx: AdminContext, values: Values, positionals: readonly string[], io: CommandIo): Promise<Outcome>;
+  /** Runs the command against a stage's management API. */
+  run(api: AdminApi, values: Values, positionals: readonly string[], io: CommandIo): Promise<Outcome>;
 }
 
 const WORKSPACE = { workspace: { type: 'string', short: 'w' } } as const;
@@ -94,58 +76,118 @@ function valueOrClear(value: string | undefined, values: Values, what: string): 
   return clear ? null : (value as string);
 }
 
-function keyRef(values: Values): KeyRef {
-  const workspaceId = workspaceOf(values);
-  const key = need(values, 'key');
-  // Key ids are minted as `key_<hex>`; anything else is taken for the visible part.
-  return /^key_[0-9a-f]+$/.test(key) ? { workspaceId, keyId: key } : { workspaceId, visible: key };
+/** An amount argument in minor units: major units with the currency, or minor with `--minor-units`. */
+function amount(values: Values, raw: string, what: string, opts: { signed?: boolean } = {}): number {
+  try {
+    return parseAmount(raw, { minorUnits: flag(values, 'minor-units'), ...opts });
+  } catch (err) {
+    if (err instanceof AmountFormatError) throw new ValidationError(`${what}: ${err.message}`);
+    throw err;
+  }
 }
 
-function money(micros: number | null): string {
-  return micros === null ? 'none' : `${formatMicros(micros)} minor units`;
+/** The amount given as `--amount` or as the one positional, not both. */
+function amountArg(values: Values, positional: string | undefined, what: string, opts: { signed?: boolean } = {}): number {
+  const option = str(values, 'amount');
+  if (option !== undefined && positional !== undefined) throw new ValidationError(`give the ${what} once: as an argument or as --amount`);
+  const raw = option ?? positional;
+  if (raw === undefined) throw new ValidationError(`give the ${what} (e.g. 20.50, or --minor-units 2050)`);
+  return amount(values, raw, what, opts);
+}
+
+const money = (micros: number | null | undefined): string => (micros === null || micros === undefined ? 'none' : formatMoney(micros));
+const minorMoney = (minor: number): string => formatMoney(minor * MICROS_PER_MINOR);
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** A key named by `--key`: the key id (`key_…`) or its visible part. */
+function keyPath(values: Values, ...rest: string[]): string {
+  return apiPath('workspaces', workspaceOf(values), 'keys', need(values, 'key'), ...rest);
+}
+
+function lines(header: readonly string[], rows: readonly (readonly (string | number | boolean | null)[])[]): string[] {
+  const text = rows.map((r) => r.map((c) => (c === null ? '-' : String(c))));
+  const widths = header.map((h, i) => Math.max(h.length, ...text.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  return [line(header), ...text.map(line)];
+}
+
+/** An outcome that prints a table (human), the same rows for `--csv`, and `json` for scripts. */
+function tabular(json: unknown, header: readonly string[], rows: readonly (readonly (string | number | boolean | null)[])[], empty: string): Outcome {
+  return { json, human: rows.length === 0 ? [empty] : lines(header, rows), table: { header, rows } };
+}
+
+interface WorkspaceView {
+  workspaceId: string;
+  name: string;
+  createdAt: string;
+  paused: boolean;
+  spendRateCapMinor: number;
+  monthlyLimit: { micros: number } | null;
+  lowCreditThreshold: { micros: number } | null;
+  permittedModels: string[] | null;
+  defaultProfile: string | null;
+  byokProviders: string[];
+  keySlots: number;
+  balance: { available: { micros: number }; held: { micros: number }; spent: { micros: number }; credited: { micros: number } };
+  month: { id: string; settled: { micros: number }; held: { micros: number } };
+  members: { memberId: string; role: string; email: string | null; monthlyLimit: { micros: number } | null }[];
+  profiles: { identifier: string; models: string[] }[];
 }
 
 function describeWorkspace(v: WorkspaceView): string[] {
-  const lines = [
+  return [
     `workspace        ${v.workspaceId}  ${v.name}`,
     `created          ${v.createdAt}`,
     `serving          ${v.paused ? 'PAUSED by owner' : 'yes'}`,
     '',
-    `available        ${v.balance.available.minor}`,
-    `held             ${v.balance.held.minor}`,
-    `spent            ${v.balance.spent.minor}`,
-    `credited         ${v.balance.credited.minor}`,
-    `month ${v.month.id}    settled ${v.month.settled.minor}, held ${v.month.held.minor}`,
+    `available        ${money(v.balance.available.micros)}`,
+    `held             ${money(v.balance.held.micros)}`,
+    `spent            ${money(v.balance.spent.micros)}`,
+    `credited         ${money(v.balance.credited.micros)}`,
+    `month ${v.month.id}    settled ${money(v.month.settled.micros)}, held ${money(v.month.held.micros)}`,
     '',
-    `spend rate cap   ${v.spendRateCapMinor} minor units per 60 s`,
-    `monthly limit    ${v.monthlyLimit === null ? 'none' : `${v.monthlyLimit.minor} minor units`}`,
+    `spend rate cap   ${minorMoney(v.spendRateCapMinor)} per 60 s`,
+    `monthly limit    ${money(v.monthlyLimit?.micros)}`,
+    `low-credit at    ${money(v.lowCreditThreshold?.micros)}`,
     `permitted models ${v.permittedModels === null ? 'all (unrestricted)' : v.permittedModels.join(' ')}`,
     `default route    ${v.defaultProfile === null ? 'none (sluice/auto is refused)' : `profile/${v.defaultProfile}`}`,
     `own keys (BYOK)  ${v.byokProviders.length === 0 ? 'none' : v.byokProviders.join(' ')}`,
     `key slots        ${v.keySlots} of 5 held`,
     '',
     'members:',
-    ...v.members.map(
-      (m) => `  ${m.memberId}  ${m.role.padEnd(6)}  ${m.email ?? '-'}  limit ${m.monthlyLimit === null ? 'none' : m.monthlyLimit.minor}`,
-    ),
+    ...v.members.map((m) => `  ${m.memberId}  ${m.role.padEnd(6)}  ${m.email ?? '-'}  limit ${money(m.monthlyLimit?.micros)}`),
     'profiles:',
     ...(v.profiles.length === 0 ? ['  none'] : v.profiles.map((p) => `  profile/${p.identifier}: ${p.models.join(' > ')}`)),
-    '(amounts in minor units, six decimals = micro-units)',
   ];
-  return lines;
 }
 
-function describeKey(k: KeyView): string {
-  const limit = k.creditLimit === null ? 'no limit' : `limit ${k.creditLimit.minor} ${k.creditLimit.window}`;
-  return [
-    k.keyId,
-    k.visible,
-    k.state,
-    k.name ?? '-',
-    k.memberId ?? '-',
-    `expires ${k.expiresAt ?? 'never'}`,
-    limit,
-  ].join('  ');
+interface KeyView {
+  keyId: string;
+  visible: string;
+  name: string | null;
+  memberId: string | null;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  state: string;
+  creditLimit: { micros: number; window: string } | null;
+}
+
+const limitText = (k: KeyView): string => (k.creditLimit === null ? 'no limit' : `limit ${money(k.creditLimit.micros)} ${k.creditLimit.window}`);
+
+interface StatementEntry {
+  kind: string;
+  at: number;
+  amountMicros: number;
+  reference: string | null;
+  reason: string | null;
+  who: string;
+  requestId: string;
+}
+
+interface BalanceView {
+  availableMicros: number;
+  heldMicros: number;
 }
 
 /** Every command, in help order. */
@@ -157,10 +199,34 @@ export const COMMANDS: readonly Command[] = [
     usage: '--name <text> [--owner-email <email>]',
     options: { name: { type: 'string' }, 'owner-email': { type: 'string' } },
     positionals: [0, 0],
-    async run(ctx, v) {
+    async run(api, v) {
       const email = str(v, 'owner-email');
-      const out = await createWorkspace(ctx, { name: need(v, 'name'), ...(email === undefined ? {} : { ownerEmail: email }) });
+      const out = await api.call<{ workspaceId: string; ownerMemberId: string }>({
+        method: 'POST',
+        path: '/workspaces',
+        body: { name: need(v, 'name'), ...(email === undefined ? {} : { ownerEmail: email }) },
+      });
       return { json: out, human: [`created workspace ${out.workspaceId} (owner member ${out.ownerMemberId})`] };
+    },
+  },
+  {
+    group: 'workspace',
+    action: 'list',
+    summary: 'every workspace: name, balance, paused',
+    usage: '[--csv]',
+    options: {},
+    positionals: [0, 0],
+    async run(api) {
+      const out = await api.call<{ workspaces: { workspaceId: string; name: string; paused: boolean; availableMicros: number | null; heldMicros: number | null }[] }>({
+        method: 'GET',
+        path: '/workspaces',
+      });
+      return tabular(
+        out,
+        ['workspace', 'name', 'available', 'held', 'paused'],
+        out.workspaces.map((w) => [w.workspaceId, w.name, money(w.availableMicros), money(w.heldMicros), w.paused ? 'PAUSED' : 'no']),
+        'no workspaces',
+      );
     },
   },
   {
@@ -170,8 +236,8 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id>',
     options: WORKSPACE,
     positionals: [0, 0],
-    async run(ctx, v) {
-      const view = await showWorkspace(ctx, { workspaceId: workspaceOf(v) });
+    async run(api, v) {
+      const view = await api.call<WorkspaceView>({ method: 'GET', path: apiPath('workspaces', workspaceOf(v)) });
       return { json: view, human: describeWorkspace(view) };
     },
   },
@@ -182,8 +248,8 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id>',
     options: WORKSPACE,
     positionals: [0, 0],
-    async run(ctx, v) {
-      const out = await setPaused(ctx, { workspaceId: workspaceOf(v), paused: true });
+    async run(api, v) {
+      const out = await api.call({ method: 'POST', path: apiPath('workspaces', workspaceOf(v), 'pause') });
       return { json: out, human: ['workspace paused: new requests are refused 503 paused_by_owner; running ones finish'] };
     },
   },
@@ -194,8 +260,8 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id>',
     options: WORKSPACE,
     positionals: [0, 0],
-    async run(ctx, v) {
-      const out = await setPaused(ctx, { workspaceId: workspaceOf(v), paused: false });
+    async run(api, v) {
+      const out = await api.call({ method: 'POST', path: apiPath('workspaces', workspaceOf(v), 'resume') });
       return { json: out, human: ['workspace serving again'] };
     },
   },
@@ -203,44 +269,56 @@ export const COMMANDS: readonly Command[] = [
     group: 'workspace',
     action: 'limit',
     summary: 'set or clear the workspace monthly spend limit (UTC calendar month)',
-    usage: '--workspace <id> (--monthly <minor> | --clear)',
+    usage: '--workspace <id> (--monthly <amount> | --clear)',
     options: { ...WORKSPACE, monthly: { type: 'string' }, clear: { type: 'boolean' } },
     positionals: [0, 0],
-    async run(ctx, v) {
-      const raw = valueOrClear(str(v, 'monthly'), v, '--monthly <minor>');
-      const limitMinor = raw === null ? null : parseWholeNumber(raw, '--monthly');
-      const out = await setWorkspaceMonthlyLimit(ctx, { workspaceId: workspaceOf(v), limitMinor });
+    async run(api, v) {
+      const raw = valueOrClear(str(v, 'monthly'), v, '--monthly <amount>');
+      const out = await api.call<{ monthlyLimitMicros: number | null }>({
+        method: 'PUT',
+        path: apiPath('workspaces', workspaceOf(v), 'monthly-limit'),
+        body: { amountMinor: raw === null ? null : amount(v, raw, '--monthly') },
+      });
       return { json: out, human: [`workspace monthly limit: ${money(out.monthlyLimitMicros)}`] };
     },
   },
   {
     group: 'workspace',
     action: 'spend-cap',
-    summary: 'set the spend rate cap, minor units per rolling 60 s (min 100; above 1000000 needs --force)',
-    usage: '<minor> --workspace <id> [--force]',
+    summary: 'set the spend rate cap per rolling 60 s (at least USD 1.00; above USD 10000.00 needs --force)',
+    usage: '<amount> --workspace <id> [--force]',
     options: { ...WORKSPACE, force: { type: 'boolean' } },
     positionals: [1, 1],
-    async run(ctx, v, p) {
-      const capMinor = parseWholeNumber(p[0] ?? '', 'spend rate cap');
-      const out = await setSpendRateCap(ctx, { workspaceId: workspaceOf(v), capMinor, force: flag(v, 'force') });
-      return { json: out, human: [`spend rate cap: ${out.spendRateCapMinor} minor units per 60 s (was ${out.previousMinor})`] };
+    async run(api, v, p) {
+      const out = await api.call<{ spendRateCapMinor: number; previousMinor: number }>({
+        method: 'PUT',
+        path: apiPath('workspaces', workspaceOf(v), 'spend-cap'),
+        body: { amountMinor: amount(v, p[0] ?? '', 'spend rate cap'), force: flag(v, 'force') },
+      });
+      return { json: out, human: [`spend rate cap: ${minorMoney(out.spendRateCapMinor)} per 60 s (was ${minorMoney(out.previousMinor)})`] };
     },
   },
   {
     group: 'workspace',
     action: 'permit',
-    summary: 'restrict the workspace to these provider/model ids, or --clear for all',
-    usage: '<provider/model>... --workspace <id> | --clear --workspace <id>',
+    summary: 'restrict to these provider/model ids (replaces the set), add or remove some, or --clear for all',
+    usage: '<provider/model>... | add <provider/model>... | remove <provider/model>... | --clear   --workspace <id>',
     options: { ...WORKSPACE, clear: { type: 'boolean' } },
     positionals: [0, 1000],
-    async run(ctx, v, p) {
+    async run(api, v, p) {
+      const path = apiPath('workspaces', workspaceOf(v), 'permitted');
+      const describe = (set: readonly string[] | null): string => (set === null ? 'permitted models: all (unrestricted)' : `permitted models: ${set.join(' ')}`);
+      if (p[0] === 'add' || p[0] === 'remove') {
+        if (flag(v, 'clear')) throw new ValidationError(`--clear does not go with ${p[0]}`);
+        const models = p.slice(1);
+        if (models.length === 0) throw new ValidationError(`name the provider/model ids to ${p[0]}`);
+        const out = await api.call<{ permittedModels: string[]; added: string[]; removed: string[] }>({ method: 'POST', path: `${path}/${p[0]}`, body: { models } });
+        const changed = p[0] === 'add' ? out.added : out.removed;
+        return { json: out, human: [`${p[0] === 'add' ? 'added' : 'removed'}: ${changed.length === 0 ? 'nothing (already so)' : changed.join(' ')}`, describe(out.permittedModels)] };
+      }
       const cleared = valueOrClear(p.length === 0 ? undefined : p.join(' '), v, 'model ids') === null;
-      const models = cleared ? null : [...p];
-      const out = await setPermittedModels(ctx, { workspaceId: workspaceOf(v), models });
-      return {
-        json: out,
-        human: [out.permittedModels === null ? 'permitted models: all (unrestricted)' : `permitted models: ${out.permittedModels.join(' ')}`],
-      };
+      const out = await api.call<{ permittedModels: string[] | null }>({ method: 'PUT', path, body: { models: cleared ? null : [...p] } });
+      return { json: out, human: [describe(out.permittedModels)] };
     },
   },
   {
@@ -250,13 +328,30 @@ export const COMMANDS: readonly Command[] = [
     usage: '<identifier> --workspace <id> | --clear --workspace <id>',
     options: { ...WORKSPACE, clear: { type: 'boolean' } },
     positionals: [0, 1],
-    async run(ctx, v, p) {
+    async run(api, v, p) {
       const identifier = valueOrClear(p[0], v, 'a profile identifier');
-      const out = await setDefaultProfile(ctx, { workspaceId: workspaceOf(v), identifier });
+      const out = await api.call<{ defaultProfile: string | null }>({ method: 'PUT', path: apiPath('workspaces', workspaceOf(v), 'default-route'), body: { identifier } });
       return {
         json: out,
         human: [out.defaultProfile === null ? 'default route cleared: sluice/auto is refused 404' : `sluice/auto now routes through profile/${out.defaultProfile}`],
       };
+    },
+  },
+  {
+    group: 'workspace',
+    action: 'low-credit',
+    summary: 'set or clear the available balance below which the low-credit notice fires',
+    usage: '--workspace <id> (--threshold <amount> | --clear)',
+    options: { ...WORKSPACE, threshold: { type: 'string' }, clear: { type: 'boolean' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const raw = valueOrClear(str(v, 'threshold'), v, '--threshold <amount>');
+      const out = await api.call<{ lowCreditThresholdMicros: number | null }>({
+        method: 'PUT',
+        path: apiPath('workspaces', workspaceOf(v), 'low-credit'),
+        body: { amountMinor: raw === null ? null : amount(v, raw, '--threshold') },
+      });
+      return { json: out, human: [`low-credit notice below: ${money(out.lowCreditThresholdMicros)}`] };
     },
   },
   {
@@ -266,25 +361,40 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id> [--email <email>]',
     options: { ...WORKSPACE, email: { type: 'string' } },
     positionals: [0, 0],
-    async run(ctx, v) {
+    async run(api, v) {
       const email = str(v, 'email');
-      const out = await addMember(ctx, { workspaceId: workspaceOf(v), ...(email === undefined ? {} : { email }) });
+      const out = await api.call<{ memberId: string }>({ method: 'POST', path: apiPath('workspaces', workspaceOf(v), 'members'), body: email === undefined ? {} : { email } });
       return { json: out, human: [`added member ${out.memberId}`] };
+    },
+  },
+  {
+    group: 'member',
+    action: 'list',
+    summary: "the workspace's members, owner first",
+    usage: '--workspace <id> [--csv]',
+    options: WORKSPACE,
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ members: { memberId: string; role: string; email: string | null; monthlyLimitMicros: number | null }[] }>({
+        method: 'GET',
+        path: apiPath('workspaces', workspaceOf(v), 'members'),
+      });
+      return tabular(out, ['member', 'role', 'email', 'monthly limit'], out.members.map((m) => [m.memberId, m.role, m.email, money(m.monthlyLimitMicros)]), 'no members');
     },
   },
   {
     group: 'member',
     action: 'limit',
     summary: "set or clear a member's monthly spend limit",
-    usage: '--workspace <id> --member <id> (--monthly <minor> | --clear)',
+    usage: '--workspace <id> --member <id> (--monthly <amount> | --clear)',
     options: { ...WORKSPACE, member: { type: 'string' }, monthly: { type: 'string' }, clear: { type: 'boolean' } },
     positionals: [0, 0],
-    async run(ctx, v) {
-      const raw = valueOrClear(str(v, 'monthly'), v, '--monthly <minor>');
-      const out = await setMemberMonthlyLimit(ctx, {
-        workspaceId: workspaceOf(v),
-        memberId: need(v, 'member'),
-        limitMinor: raw === null ? null : parseWholeNumber(raw, '--monthly'),
+    async run(api, v) {
+      const raw = valueOrClear(str(v, 'monthly'), v, '--monthly <amount>');
+      const out = await api.call<{ memberId: string; monthlyLimitMicros: number | null }>({
+        method: 'PUT',
+        path: apiPath('workspaces', workspaceOf(v), 'members', need(v, 'member'), 'monthly-limit'),
+        body: { amountMinor: raw === null ? null : amount(v, raw, '--monthly') },
       });
       return { json: out, human: [`member ${out.memberId} monthly limit: ${money(out.monthlyLimitMicros)}`] };
     },
@@ -296,8 +406,12 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id> --member <id> [--revoke-keys]',
     options: { ...WORKSPACE, member: { type: 'string' }, 'revoke-keys': { type: 'boolean' } },
     positionals: [0, 0],
-    async run(ctx, v) {
-      const out = await removeMember(ctx, { workspaceId: workspaceOf(v), memberId: need(v, 'member'), revokeKeys: flag(v, 'revoke-keys') });
+    async run(api, v) {
+      const out = await api.call<{ memberId: string; revokedKeyIds: string[]; keptKeyIds: string[] }>({
+        method: 'DELETE',
+        path: apiPath('workspaces', workspaceOf(v), 'members', need(v, 'member')),
+        query: { revokeKeys: flag(v, 'revoke-keys') ? 'true' : undefined },
+      });
       const human = [`removed member ${out.memberId}`];
       if (out.revokedKeyIds.length > 0) human.push(`ended keys (slots freed): ${out.revokedKeyIds.join(' ')}`);
       if (out.keptKeyIds.length > 0) human.push(`keys kept, now the workspace's: ${out.keptKeyIds.join(' ')}`);
@@ -311,15 +425,18 @@ export const COMMANDS: readonly Command[] = [
     usage: '--workspace <id> [--member <id>] [--name <text>] [--expires <ISO instant>]',
     options: { ...WORKSPACE, member: { type: 'string' }, name: { type: 'string' }, expires: { type: 'string' } },
     positionals: [0, 0],
-    async run(ctx, v) {
+    async run(api, v) {
       const member = str(v, 'member');
       const name = str(v, 'name');
       const expires = str(v, 'expires');
-      const out = await createKey(ctx, {
-        workspaceId: workspaceOf(v),
-        ...(member === undefined ? {} : { memberId: member }),
-        ...(name === undefined ? {} : { name }),
-        ...(expires === undefined ? {} : { expiresAt: parseInstant(expires, '--expires') }),
+      const out = await api.call<{ rawKey: string; keyId: string; visible: string }>({
+        method: 'POST',
+        path: apiPath('workspaces', workspaceOf(v), 'keys'),
+        body: {
+          ...(member === undefined ? {} : { memberId: member }),
+          ...(name === undefined ? {} : { name }),
+          ...(expires === undefined ? {} : { expiresAt: iso(parseInstant(expires, '--expires')) }),
+        },
       });
       const warning = 'This key is shown once and never again: Sluice stores only its hash. Store it now.';
       return {
@@ -334,12 +451,48 @@ export const COMMANDS: readonly Command[] = [
     group: 'key',
     action: 'list',
     summary: "list the workspace's keys by visible part (--all includes ended keys)",
-    usage: '--workspace <id> [--all]',
+    usage: '--workspace <id> [--all] [--csv]',
     options: { ...WORKSPACE, all: { type: 'boolean' } },
     positionals: [0, 0],
-    async run(ctx, v) {
-      const keys = await listKeys(ctx, { workspaceId: workspaceOf(v), includeEnded: flag(v, 'all') });
-      return { json: { keys }, human: keys.length === 0 ? ['no keys'] : keys.map(describeKey) };
+    async run(api, v) {
+      const out = await api.call<{ keys: KeyView[] }>({
+        method: 'GET',
+        path: apiPath('workspaces', workspaceOf(v), 'keys'),
+        query: { all: flag(v, 'all') ? 'true' : undefined },
+      });
+      return tabular(
+        out,
+        ['key', 'visible', 'state', 'name', 'member', 'expires', 'limit'],
+        out.keys.map((k) => [k.keyId, k.visible, k.state, k.name, k.memberId, k.expiresAt ?? 'never', limitText(k)]),
+        'no keys',
+      );
+    },
+  },
+  {
+    group: 'key',
+    action: 'show',
+    summary: "one key: visible part, state, expiry, credit limit with the window's settled and held, last use",
+    usage: '--workspace <id> --key <keyId|visible>',
+    options: { ...WORKSPACE, key: { type: 'string' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const k = await api.call<KeyView & { window: { id: string; settledMicros: number; heldMicros: number } | null; lastUsedAt: string | null }>({
+        method: 'GET',
+        path: keyPath(v),
+      });
+      return {
+        json: k,
+        human: [
+          `key        ${k.keyId}  ${k.visible}  ${k.state}${k.revokedAt === null ? '' : ` (ended ${k.revokedAt})`}`,
+          `name       ${k.name ?? '-'}`,
+          `member     ${k.memberId ?? '-'}`,
+          `created    ${k.createdAt}`,
+          `expires    ${k.expiresAt ?? 'never'}`,
+          `limit      ${k.creditLimit === null ? 'none' : `${money(k.creditLimit.micros)} per ${k.creditLimit.window} window`}`,
+          ...(k.window === null ? [] : [`window     ${k.window.id}: settled ${money(k.window.settledMicros)}, held ${money(k.window.heldMicros)}`]),
+          `last use   ${k.lastUsedAt ?? 'none in the last 90 days'}`,
+        ],
+      };
     },
   },
   {
@@ -349,9 +502,13 @@ export const COMMANDS: readonly Command[] = [
     usage: '<ISO instant> --workspace <id> --key <keyId|visible> | --clear --workspace <id> --key <keyId|visible>',
     options: { ...WORKSPACE, key: { type: 'string' }, clear: { type: 'boolean' } },
     positionals: [0, 1],
-    async run(ctx, v, p) {
+    async run(api, v, p) {
       const raw = valueOrClear(p[0], v, 'an ISO instant');
-      const out = await setKeyExpiry(ctx, { ...keyRef(v), expiresAt: raw === null ? null : parseInstant(raw, 'expiry') });
+      const out = await api.call<{ keyId: string; expiresAt: string | null }>({
+        method: 'PUT',
+        path: keyPath(v, 'expiry'),
+        body: { expiresAt: raw === null ? null : iso(parseInstant(raw, 'expiry')) },
+      });
       return { json: out, human: [`key ${out.keyId} expires ${out.expiresAt ?? 'never'}`] };
     },
   },
@@ -359,41 +516,120 @@ export const COMMANDS: readonly Command[] = [
     group: 'key',
     action: 'limit',
     summary: "set a key's credit limit and window (default monthly), or --clear",
-    usage: '<minor> --workspace <id> --key <keyId|visible> [--window monthly|weekly|daily|never] | --clear ...',
+    usage: '<amount> --workspace <id> --key <keyId|visible> [--window monthly|weekly|daily|never] | --clear ...',
     options: { ...WORKSPACE, key: { type: 'string' }, window: { type: 'string' }, clear: { type: 'boolean' } },
     positionals: [0, 1],
-    async run(ctx, v, p) {
-      const raw = valueOrClear(p[0], v, 'a limit in minor units');
-      const window = str(v, 'window') ?? 'monthly';
-      if (!(WINDOW_CADENCES as readonly string[]).includes(window)) {
-        throw new ValidationError(`--window must be one of ${WINDOW_CADENCES.join(', ')}`);
-      }
+    async run(api, v, p) {
+      const raw = valueOrClear(p[0], v, 'a limit');
       if (raw === null && str(v, 'window') !== undefined) throw new ValidationError('--window goes with a limit, not with --clear');
-      const out = await setKeyCreditLimit(ctx, {
-        ...keyRef(v),
-        limitMinor: raw === null ? null : parseWholeNumber(raw, 'limit'),
-        window: window as WindowCadence,
+      const out = await api.call<{ keyId: string; creditLimitMicros: number | null; window: string | null }>({
+        method: 'PUT',
+        path: keyPath(v, 'limit'),
+        body: { amountMinor: raw === null ? null : amount(v, raw, 'limit'), window: str(v, 'window') ?? 'monthly' },
       });
       return {
         json: out,
         human: [
           out.creditLimitMicros === null
             ? `key ${out.keyId}: no credit limit`
-            : `key ${out.keyId}: credit limit ${formatMicros(out.creditLimitMicros)} minor units, ${out.window === 'never' ? 'never resets' : `per ${out.window} window (UTC)`}`,
+            : `key ${out.keyId}: credit limit ${money(out.creditLimitMicros)}, ${out.window === 'never' ? 'never resets' : `per ${out.window} window (UTC)`}`,
         ],
+      };
+    },
+  },
+  {
+    group: 'key',
+    action: 'revoke',
+    summary: 'end a key now (an expired one too): it is refused 401 and its slot frees',
+    usage: '--workspace <id> --key <keyId|visible>',
+    options: { ...WORKSPACE, key: { type: 'string' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ keyId: string; visible: string; revokedAt: string }>({ method: 'POST', path: keyPath(v, 'revoke') });
+      return {
+        json: out,
+        human: [`ended key ${out.keyId} (${out.visible}) at ${out.revokedAt}; its slot is free. Gateways drop it from their caches within SLUICE_CACHE_TTL_MS (5 s by default).`],
+      };
+    },
+  },
+  {
+    group: 'key',
+    action: 'rotate',
+    summary: 'mint a replacement and end the old key in one transaction; the new key is printed once',
+    usage: '--workspace <id> --key <keyId|visible> [--expires <ISO instant> | --no-expiry]',
+    options: { ...WORKSPACE, key: { type: 'string' }, expires: { type: 'string' }, 'no-expiry': { type: 'boolean' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const expires = str(v, 'expires');
+      if (expires !== undefined && flag(v, 'no-expiry')) throw new ValidationError('give --expires or --no-expiry, not both');
+      const out = await api.call<{ rawKey: string; keyId: string; visible: string; replacedVisible: string; expiresAt: string | null }>({
+        method: 'POST',
+        path: keyPath(v, 'rotate'),
+        body: flag(v, 'no-expiry') ? { expiresAt: null } : expires === undefined ? {} : { expiresAt: iso(parseInstant(expires, '--expires')) },
+      });
+      const warning = 'This key is shown once and never again: Sluice stores only its hash. Store it now.';
+      return {
+        json: { ...out, warning },
+        human: [out.rawKey],
+        notes: [`key ${out.keyId}: ${out.replacedVisible} ended, replaced by ${out.visible} (expires ${out.expiresAt ?? 'never'})`, warning],
       };
     },
   },
   {
     group: 'credit',
     action: 'add',
-    summary: 'add prepaid credit, in minor units (the fee is taken at purchase, not here)',
-    usage: '<minor> --workspace <id>',
-    options: WORKSPACE,
-    positionals: [1, 1],
-    async run(ctx, v, p) {
-      const out = await addCredit(ctx, { workspaceId: workspaceOf(v), minor: parseWholeNumber(p[0] ?? '', 'credit') });
-      return { json: out, human: [`available: ${formatMicros(out.availableMicros)} minor units`] };
+    summary: 'add prepaid credit at face value (the fee is taken at purchase); --reference makes it idempotent',
+    usage: '<amount> --workspace <id> [--reference <id>]   (or --amount <amount>; --minor-units for minor units)',
+    options: { ...WORKSPACE, amount: { type: 'string' }, reference: { type: 'string' } },
+    positionals: [0, 1],
+    async run(api, v, p) {
+      const reference = str(v, 'reference');
+      const out = await api.call<{ applied: boolean; entry: StatementEntry; balance: BalanceView }>({
+        method: 'POST',
+        path: apiPath('workspaces', workspaceOf(v), 'credit'),
+        body: { amountMinor: amountArg(v, p[0], 'credit'), ...(reference === undefined ? {} : { reference }) },
+      });
+      const human = out.applied
+        ? [`credited ${money(out.entry.amountMicros)}${reference === undefined ? '' : ` (reference ${reference})`}; available ${money(out.balance.availableMicros)}`]
+        : [`reference ${reference ?? ''} was already credited ${money(out.entry.amountMicros)} at ${iso(out.entry.at)} by ${out.entry.who}; nothing added. Available ${money(out.balance.availableMicros)}`];
+      return { json: out, human };
+    },
+  },
+  {
+    group: 'credit',
+    action: 'adjust',
+    summary: 'correct the balance by a signed amount with a reason (never below zero or below what is held)',
+    usage: '<amount, e.g. -5.00> --workspace <id> --reason <text>',
+    options: { ...WORKSPACE, amount: { type: 'string' }, reason: { type: 'string' } },
+    positionals: [0, 1],
+    async run(api, v, p) {
+      const out = await api.call<{ entry: StatementEntry; balance: BalanceView }>({
+        method: 'POST',
+        path: apiPath('workspaces', workspaceOf(v), 'credit', 'adjust'),
+        body: { amountMinor: amountArg(v, p[0], 'adjustment', { signed: true }), reason: need(v, 'reason') },
+      });
+      return { json: out, human: [`adjusted by ${money(out.entry.amountMicros)} (${out.entry.reason ?? ''}); available ${money(out.balance.availableMicros)}`] };
+    },
+  },
+  {
+    group: 'credit',
+    action: 'history',
+    summary: "the workspace's statement: top-ups and adjustments with who, when, reference or reason",
+    usage: '--workspace <id> [--limit <n>] [--csv]',
+    options: { ...WORKSPACE, limit: { type: 'string' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ entries: StatementEntry[] }>({
+        method: 'GET',
+        path: apiPath('workspaces', workspaceOf(v), 'credit', 'history'),
+        query: { limit: str(v, 'limit') },
+      });
+      return tabular(
+        out,
+        ['when', 'kind', 'amount', 'reference', 'reason', 'who', 'request'],
+        out.entries.map((e) => [iso(e.at), e.kind, money(e.amountMicros), e.reference, e.reason, e.who, e.requestId]),
+        'no top-ups or adjustments',
+      );
     },
   },
   {
@@ -403,12 +639,18 @@ export const COMMANDS: readonly Command[] = [
     usage: '[--providers <file>] [--catalog <file>]',
     options: { providers: { type: 'string' }, catalog: { type: 'string' } },
     positionals: [0, 0],
-    async run(ctx, v) {
+    async run(api, v) {
       const providersFile = str(v, 'providers');
       const catalogFile = str(v, 'catalog');
-      const out = await importCatalog(ctx, {
+      // The API validates every entry before it writes anything, and names the file in its refusal.
+      const entries = readCatalogFiles({
         ...(providersFile === undefined ? {} : { providersFile }),
         ...(catalogFile === undefined ? {} : { catalogFile }),
+      });
+      const out = await api.call<{ providers: number; models: number; removedProviders: number; removedModels: number }>({
+        method: 'POST',
+        path: '/catalog/import',
+        body: { providers: entries.providers, models: entries.models, sources: entries.sources },
       });
       return {
         json: out,
@@ -420,15 +662,49 @@ export const COMMANDS: readonly Command[] = [
     },
   },
   {
+    group: 'catalog',
+    action: 'list',
+    summary: 'the imported models: id, status, rates (thousandths of a minor unit per million tokens), maximum output',
+    usage: '[--provider <name>] [--csv]',
+    options: { provider: { type: 'string' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ models: { id: string; provider: string; status: string; inputRateThousandths: number | null; outputRateThousandths: number | null; maxOutputTokens: number | null; currencyCode: string }[] }>({
+        method: 'GET',
+        path: '/catalog/models',
+      });
+      const provider = str(v, 'provider');
+      const models = provider === undefined ? out.models : out.models.filter((m) => m.provider === provider);
+      return tabular(
+        { models },
+        ['model', 'status', 'input rate', 'output rate', 'currency', 'max output'],
+        models.map((m) => [m.id, m.status, m.inputRateThousandths, m.outputRateThousandths, m.currencyCode, m.maxOutputTokens]),
+        'no models',
+      );
+    },
+  },
+  {
+    group: 'provider',
+    action: 'list',
+    summary: 'the imported provider accounts',
+    usage: '[--csv]',
+    options: {},
+    positionals: [0, 0],
+    async run(api) {
+      const out = await api.call<{ providers: { name: string; displayName: string; baseUrl: string; families: string[] }[] }>({ method: 'GET', path: '/catalog/providers' });
+      return tabular(out, ['provider', 'name', 'base url', 'families'], out.providers.map((p) => [p.name, p.displayName, p.baseUrl, p.families.join(' ')]), 'no providers');
+    },
+  },
+  {
     group: 'profile',
     action: 'create',
-    summary: 'create a routing profile: provider/model ids in the order they are tried',
+    summary: 'create a routing profile: catalogued provider/model ids in the order they are tried',
     usage: '<identifier> <provider/model>... --workspace <id>',
     options: WORKSPACE,
     positionals: [2, 1000],
-    async run(ctx, v, p) {
+    async run(api, v, p) {
       const [identifier = '', ...models] = p;
-      const out = await createProfile(ctx, { workspaceId: workspaceOf(v), identifier, models });
+      const out = await api.call<{ slug: string; models: string[] }>({ method: 'POST', path: apiPath('workspaces', workspaceOf(v), 'profiles'), body: { identifier, models } });
       return { json: out, human: [`created ${out.slug}: ${out.models.join(' > ')}`] };
     },
   },
@@ -439,9 +715,9 @@ export const COMMANDS: readonly Command[] = [
     usage: '<identifier> <provider/model>... --workspace <id>',
     options: WORKSPACE,
     positionals: [2, 1000],
-    async run(ctx, v, p) {
+    async run(api, v, p) {
       const [identifier = '', ...models] = p;
-      const out = await reorderProfile(ctx, { workspaceId: workspaceOf(v), identifier, models });
+      const out = await api.call<{ identifier: string; models: string[] }>({ method: 'PUT', path: apiPath('workspaces', workspaceOf(v), 'profiles', identifier), body: { models } });
       return { json: out, human: [`profile/${out.identifier}: ${out.models.join(' > ')}`] };
     },
   },
@@ -452,8 +728,8 @@ export const COMMANDS: readonly Command[] = [
     usage: '<identifier> --workspace <id>',
     options: WORKSPACE,
     positionals: [1, 1],
-    async run(ctx, v, p) {
-      const out = await deleteProfile(ctx, { workspaceId: workspaceOf(v), identifier: p[0] ?? '' });
+    async run(api, v, p) {
+      const out = await api.call<{ identifier: string }>({ method: 'DELETE', path: apiPath('workspaces', workspaceOf(v), 'profiles', p[0] ?? '') });
       return { json: out, human: [`deleted profile/${out.identifier}`] };
     },
   },
@@ -461,17 +737,15 @@ export const COMMANDS: readonly Command[] = [
     group: 'profile',
     action: 'list',
     summary: "list the workspace's routing profiles",
-    usage: '--workspace <id>',
+    usage: '--workspace <id> [--csv]',
     options: WORKSPACE,
     positionals: [0, 0],
-    async run(ctx, v) {
-      const profiles = await listProfiles(ctx, { workspaceId: workspaceOf(v) });
+    async run(api, v) {
+      const out = await api.call<{ profiles: { slug: string; models: string[]; isDefault: boolean }[] }>({ method: 'GET', path: apiPath('workspaces', workspaceOf(v), 'profiles') });
+      const result = tabular(out, ['profile', 'default', 'models'], out.profiles.map((p) => [p.slug, p.isDefault, p.models.join(' > ')]), 'no profiles');
       return {
-        json: { profiles },
-        human:
-          profiles.length === 0
-            ? ['no profiles']
-            : profiles.map((p) => `${p.slug}${p.isDefault ? ' (default, sluice/auto)' : ''}: ${p.models.join(' > ')}`),
+        ...result,
+        human: out.profiles.length === 0 ? ['no profiles'] : out.profiles.map((p) => `${p.slug}${p.isDefault ? ' (default, sluice/auto)' : ''}: ${p.models.join(' > ')}`),
       };
     },
   },
@@ -482,15 +756,12 @@ export const COMMANDS: readonly Command[] = [
     usage: '<provider> --workspace <id> [--key-stdin]   (e.g. `pass show openai | sluice byok set openai -w ws_…`)',
     options: { ...WORKSPACE, 'key-stdin': { type: 'boolean' } },
     positionals: [1, 1],
-    async run(ctx, v, p, io) {
+    async run(api, v, p, io) {
       const provider = p[0] ?? '';
       const workspaceId = workspaceOf(v);
       const apiKey = await io.readSecret(`${provider} key for ${workspaceId} (input hidden): `);
-      const out = await setByokKey(ctx, { workspaceId, provider, apiKey });
-      return {
-        json: out,
-        human: [`workspace ${workspaceId} now runs every ${out.provider} request on its own key (secret ${out.secretName})`],
-      };
+      const out = await api.call<{ provider: string; secretName: string }>({ method: 'PUT', path: apiPath('workspaces', workspaceId, 'byok', provider), body: { apiKey } });
+      return { json: out, human: [`workspace ${workspaceId} now runs every ${out.provider} request on its own key (secret ${out.secretName})`] };
     },
   },
   {
@@ -500,9 +771,42 @@ export const COMMANDS: readonly Command[] = [
     usage: '<provider> --workspace <id>',
     options: WORKSPACE,
     positionals: [1, 1],
-    async run(ctx, v, p) {
-      const out = await removeByokKey(ctx, { workspaceId: workspaceOf(v), provider: p[0] ?? '' });
+    async run(api, v, p) {
+      const out = await api.call<{ provider: string; secretName: string }>({ method: 'DELETE', path: apiPath('workspaces', workspaceOf(v), 'byok', p[0] ?? '') });
       return { json: out, human: [`removed the workspace's own ${out.provider} key (secret ${out.secretName} deleted)`] };
+    },
+  },
+  {
+    group: 'byok',
+    action: 'list',
+    summary: 'the providers the workspace brings its own key for (never the keys)',
+    usage: '--workspace <id> [--csv]',
+    options: WORKSPACE,
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ providers: string[] }>({ method: 'GET', path: apiPath('workspaces', workspaceOf(v), 'byok') });
+      return tabular(out, ['provider'], out.providers.map((p) => [p]), 'no own keys');
+    },
+  },
+  {
+    group: 'audit',
+    action: 'list',
+    summary: 'the audit trail, newest first: a workspace\'s (or "catalog"), or everything of one UTC day',
+    usage: '[--workspace <id>|catalog] [--day yyyy-mm-dd] [--limit <n>] [--csv]',
+    options: { ...WORKSPACE, day: { type: 'string' }, limit: { type: 'string' } },
+    positionals: [0, 0],
+    async run(api, v) {
+      const out = await api.call<{ entries: { at: number; who: string; action: string; workspaceId: string | null; requestId: string; summary: Record<string, unknown> }[] }>({
+        method: 'GET',
+        path: '/audit',
+        query: { workspace: str(v, 'workspace'), day: str(v, 'day'), limit: str(v, 'limit') },
+      });
+      return tabular(
+        out,
+        ['when', 'who', 'action', 'workspace', 'request', 'summary'],
+        out.entries.map((e) => [iso(e.at), e.who, e.action, e.workspaceId, e.requestId, JSON.stringify(e.summary)]),
+        'no changes recorded',
+      );
     },
   },
 ];

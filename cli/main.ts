@@ -7,8 +7,10 @@ import { parseArgs } from 'node:util';
 import type { CommandIo, Outcome } from './commands';
 import { COMMANDS } from './commands';
 import { runUsage } from './commands/usage';
-import { AdminError, CatalogValidationError } from './errors';
-import { LOCAL_STATE_ENV } from './paths';
+import { CatalogValidationError } from '../lambdas/catalog/errors';
+import { AdminError } from '../lambdas/store/directory-errors';
+import { AdminApiError } from './api-client';
+import { ADMIN_URL_ENV, LOCAL_STATE_ENV } from './paths';
 import { resolveTarget } from './target';
 
 /** The streams and environment `run` uses; injectable so tests need no child process. */
@@ -22,17 +24,23 @@ export interface MainIo {
 const GLOBAL_OPTIONS = {
   stage: { type: 'string', default: 'local' },
   region: { type: 'string' },
+  endpoint: { type: 'string' },
   json: { type: 'boolean' },
+  csv: { type: 'boolean' },
+  'minor-units': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 const GLOBAL_HELP = [
   'options for every command:',
-  '  --stage local|dev|stg|prod   target (default local: reads .sluice/local.json, written by npm start;',
-  `                               ${LOCAL_STATE_ENV} overrides the path). Deployed stages use the default`,
-  '                               AWS credentials and the tables sluice-<stage>-*',
-  '  --region <aws region>        for deployed stages, when the environment names none',
-  '  --json                       machine-readable output on stdout',
+  '  --stage local|dev|stg|prod   target (default local: the management API npm start serves, found through',
+  `                               .sluice/local.json; ${LOCAL_STATE_ENV} overrides the path). Deployed stages`,
+  '                               call the stage\'s management URL signed with the default AWS credentials',
+  `  --endpoint <url>             a deployed stage's management URL (the AdminUrl output; or ${ADMIN_URL_ENV})`,
+  '  --region <aws region>        for deployed stages, when the URL and the environment name none',
+  '  --json                       machine-readable output on stdout (exact integers: minor and micro-units)',
+  '  --csv                        commands that print a table print it as CSV',
+  '  --minor-units                amounts are whole minor units (2050) instead of USD 20.50',
   '  -h, --help                   this help',
 ];
 
@@ -43,7 +51,8 @@ function groups(): string[] {
 function topHelp(): string[] {
   const lines = ['usage: sluice <group> <action> [arguments] [options]', '', 'commands:'];
   for (const c of COMMANDS) lines.push(`  ${`${c.group} ${c.action}`.padEnd(24)} ${c.summary}`);
-  lines.push(`  ${'usage'.padEnd(24)} a workspace's totals per UTC day or month (sluice usage --help)`);
+  lines.push(`  ${'usage'.padEnd(24)} a workspace's totals per UTC day or month, by key, model and member (sluice usage --help)`);
+  lines.push(`  ${'usage request'.padEnd(24)} the usage row of one request (sluice usage request <request id> -w <id>)`);
   return [...lines, '', ...GLOBAL_HELP, '', 'sluice <group> <action> --help shows one command.'];
 }
 
@@ -52,6 +61,10 @@ function groupHelp(group: string): string[] {
   for (const c of COMMANDS.filter((x) => x.group === group)) lines.push(`  sluice ${c.group} ${c.action} ${c.usage}`, `      ${c.summary}`);
   return lines;
 }
+
+/** An argument that is a negative amount, not an option: `-5`, `-20.50`, `-$5`, `-USD 5`. */
+const NEGATIVE_AMOUNT = /^-(\$|USD\s*)?\d/i;
+const NEGATIVE_MARK = '\u0000';
 
 /** Reads a secret from stdin: hidden typing on a terminal, or everything piped in. */
 function secretReader(io: MainIo): CommandIo {
@@ -98,9 +111,19 @@ function fail(io: MainIo, json: boolean, code: string, message: string): number 
   return 1;
 }
 
-function print(io: MainIo, json: boolean, outcome: Outcome): void {
-  if (json) {
+/** One CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+function csvField(value: string | number | boolean | null): string {
+  const text = value === null ? '' : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+function print(io: MainIo, mode: 'json' | 'csv' | 'human', outcome: Outcome): void {
+  if (mode === 'json') {
     io.stdout.write(`${JSON.stringify(outcome.json, null, 2)}\n`);
+    return;
+  }
+  if (mode === 'csv' && outcome.table !== undefined) {
+    for (const row of [outcome.table.header, ...outcome.table.rows]) io.stdout.write(`${row.map(csvField).join(',')}\n`);
     return;
   }
   for (const line of outcome.notes ?? []) io.stderr.write(`${line}\n`);
@@ -127,11 +150,15 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args: [...rest], options: { ...GLOBAL_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
+    // A negative amount (`credit adjust -5`) would read as an option: carried through marked.
+    const args = rest.map((a) => (NEGATIVE_AMOUNT.test(a) ? `${NEGATIVE_MARK}${a}` : a));
+    parsed = parseArgs({ args, options: { ...GLOBAL_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
   } catch (err) {
     return fail(io, json, 'usage', `${err instanceof Error ? err.message : String(err)}; see sluice ${group} ${action} --help`);
   }
-  const { values, positionals } = parsed;
+  const unmark = (v: string): string => (v.startsWith(NEGATIVE_MARK) ? v.slice(NEGATIVE_MARK.length) : v);
+  const positionals = parsed.positionals.map(unmark);
+  const values = Object.fromEntries(Object.entries(parsed.values).map(([k, v]) => [k, typeof v === 'string' ? unmark(v) : v]));
   if (values['help'] === true) {
     io.stdout.write(`usage: sluice ${group} ${action} ${command.usage}\n\n  ${command.summary}\n\n${GLOBAL_HELP.join('\n')}\n`);
     return 0;
@@ -141,25 +168,27 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
     return fail(io, json, 'usage', `usage: sluice ${group} ${action} ${command.usage}`);
   }
 
-  let close = (): void => undefined;
+  if (json && values['csv'] === true) return fail(io, json, 'usage', 'give --json or --csv, not both');
   try {
     const target = resolveTarget({
       stage: String(values['stage']),
       ...(typeof values['region'] === 'string' ? { region: values['region'] } : {}),
+      ...(typeof values['endpoint'] === 'string' ? { endpoint: values['endpoint'] } : {}),
       env: io.env,
     });
-    close = target.close;
-    const outcome = await command.run(target.ctx, values, positionals, secretReader(io));
-    print(io, json, outcome);
+    const outcome = await command.run(target.api, values, positionals, secretReader(io));
+    print(io, json ? 'json' : values['csv'] === true ? 'csv' : 'human', outcome);
     return 0;
   } catch (err) {
-    if (err instanceof AdminError || err instanceof CatalogValidationError) return fail(io, json, err.code, err.message);
-    const e = err instanceof Error ? err : new Error(String(err));
-    // AWS errors carry a name worth showing (ResourceNotFoundException: the stage has no tables).
-    return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
-  } finally {
-    close();
+    return failWith(io, json, err);
   }
+}
+
+/** Prints a failure of any kind as one line (and the JSON error with `--json`); exit code 1. */
+export function failWith(io: MainIo, json: boolean, err: unknown): number {
+  if (err instanceof AdminApiError || err instanceof AdminError || err instanceof CatalogValidationError) return fail(io, json, err.code, err.message);
+  const e = err instanceof Error ? err : new Error(String(err));
+  return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
 }
 
 if (require.main === module) {

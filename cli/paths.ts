@@ -16,5 +16,7 @@ export const DEFAULT_CATALOG_FILE = resolve(REPO_ROOT, 'config', 'catalog.json')
 export const LOCAL_STATE_ENV = 'SLUICE_LOCAL_STATE';
 /** Environment variable overriding where the local stage keeps BYOK secrets (the gateway reads the same one). */
 export const LOCAL_SECRETS_ENV = 'SLUICE_LOCAL_SECRETS_FILE';
-/** The local stage's state file, written by `npm start`: `{ endpoint, tablePrefix }`. */
+/** The local stage's state file, written by `npm start`: endpoints, the admin URL and its token file. */
 export const DEFAULT_LOCAL_STATE_FILE = resolve(REPO_ROOT, '.sluice', 'local.json');
+/** Environment variable holding a deployed stage's management URL (the stack's `AdminUrl` output). */
+export const ADMIN_URL_ENV = 'SLUICE_ADMIN_URL';

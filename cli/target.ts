@@ -1,42 +1,36 @@
 /**
- * Which Sluice the CLI talks to. `local` (the default) reads the state file `npm start` writes;
- * `dev`, `stg` and `prod` use the default AWS credentials and the stage's table prefix.
+ * Which Sluice the CLI talks to, and how. `local` (the default) reads the state file `npm start`
+ * writes for the management API's loopback URL and the admin token's file; `dev`, `stg` and
+ * `prod` call the stage's management Function URL (`--endpoint` or `SLUICE_ADMIN_URL`, printed
+ * by `cdk deploy` as `AdminUrl`), signed with the default AWS credentials.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import type { AdminContext } from './context';
-import { LocalStageNotRunningError, ValidationError } from './errors';
-import { DEFAULT_LOCAL_STATE_FILE, LOCAL_SECRETS_ENV, LOCAL_STATE_ENV } from './paths';
-import { LocalFileSecretStore, SecretsManagerStore } from './secret-store';
+import { LocalStageNotRunningError, ValidationError } from '../lambdas/store/directory-errors';
+import { localAdminApi, signedAdminApi, type AdminApi } from './api-client';
+import { ADMIN_URL_ENV, DEFAULT_LOCAL_STATE_FILE, LOCAL_STATE_ENV } from './paths';
 
 /** Stages the CLI can target. */
 export const STAGES = ['local', 'dev', 'stg', 'prod'] as const;
 /** One of `STAGES`. */
 export type Stage = (typeof STAGES)[number];
 
-/** What `npm start` writes to `.sluice/local.json`. */
+/** What the CLI reads of `.sluice/local.json` (npm start writes more). */
 export interface LocalState {
-  /** DynamoDB Local's endpoint, e.g. `http://127.0.0.1:8000`. */
-  readonly endpoint: string;
-  /** Table prefix of the local tables, e.g. `sluice-local-`. */
-  readonly tablePrefix: string;
-  /** Where the local stage keeps BYOK secrets; default `secrets.json` beside the state file. */
-  readonly secretsFile?: string;
+  /** The local management API, e.g. `http://127.0.0.1:8788`. */
+  readonly adminUrl: string;
+  /** The admin token's file; default `admin-token` beside the state file. */
+  readonly adminTokenFile?: string;
 }
 
-/** A resolved target: the admin context plus a way to release its clients. */
+/** A resolved target. */
 export interface Target {
-  readonly ctx: AdminContext;
-  /** Human description, e.g. `local (http://127.0.0.1:8000, sluice-local-)`. */
+  readonly api: AdminApi;
+  /** Human description, e.g. `local (http://127.0.0.1:8788)`. */
   readonly description: string;
-  close(): void;
 }
 
-/** Reads and checks the local state file. */
-export function readLocalState(path: string): LocalState {
+function readJsonObject(path: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -44,71 +38,61 @@ export function readLocalState(path: string): LocalState {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new LocalStageNotRunningError(path);
     throw err;
   }
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
   } catch {
     throw new ValidationError(`${path} is not JSON; run npm start again`);
   }
-  const o = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as Record<string, unknown>;
-  const endpoint = o['endpoint'];
-  const tablePrefix = o['tablePrefix'];
-  const secretsFile = o['secretsFile'];
-  if (typeof endpoint !== 'string' || typeof tablePrefix !== 'string' || (secretsFile !== undefined && typeof secretsFile !== 'string')) {
-    throw new ValidationError(`${path} must hold { endpoint, tablePrefix }; run npm start again`);
-  }
-  return { endpoint, tablePrefix, ...(typeof secretsFile === 'string' ? { secretsFile } : {}) };
 }
 
-/** Builds the admin context for a stage. */
-export function resolveTarget(opts: { stage: string; region?: string; env: NodeJS.ProcessEnv }): Target {
+/** Reads and checks the local state file. */
+export function readLocalState(path: string): LocalState {
+  const o = readJsonObject(path);
+  const adminUrl = o['adminUrl'];
+  const adminTokenFile = o['adminTokenFile'];
+  if (typeof adminUrl !== 'string' || (adminTokenFile !== undefined && typeof adminTokenFile !== 'string')) {
+    throw new ValidationError(`${path} names no management API (adminUrl); is npm start still starting? run it again`);
+  }
+  return { adminUrl, ...(typeof adminTokenFile === 'string' ? { adminTokenFile } : {}) };
+}
+
+/** The region of a Function URL (`<id>.lambda-url.<region>.on.aws`), when it says. */
+function regionOfUrl(url: string): string | undefined {
+  try {
+    return /\.lambda-url\.([a-z0-9-]+)\.on\.aws$/.exec(new URL(url).hostname)?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Builds the management API client for a stage. */
+export function resolveTarget(opts: { stage: string; region?: string; endpoint?: string; env: NodeJS.ProcessEnv; fetchImpl?: typeof fetch }): Target {
   if (!(STAGES as readonly string[]).includes(opts.stage)) {
     throw new ValidationError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(opts.stage)}`);
   }
   if (opts.stage === 'local') {
     const statePath = opts.env[LOCAL_STATE_ENV] || DEFAULT_LOCAL_STATE_FILE;
     const state = readLocalState(statePath);
-    const client = new DynamoDBClient({
-      endpoint: state.endpoint,
-      region: 'local',
-      // Placeholders: DynamoDB Local runs with -sharedDb and ignores them, and they keep the SDK
-      // from looking for real credentials on the operator's machine.
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      maxAttempts: 3,
-    });
-    const secretsPath =
-      opts.env[LOCAL_SECRETS_ENV] ||
-      (state.secretsFile === undefined
-        ? resolve(dirname(statePath), 'secrets.json')
-        : isAbsolute(state.secretsFile)
-          ? state.secretsFile
-          : resolve(dirname(statePath), state.secretsFile));
-    return {
-      ctx: {
-        doc: DynamoDBDocumentClient.from(client),
-        tablePrefix: state.tablePrefix,
-        stage: 'local',
-        secrets: new LocalFileSecretStore(secretsPath),
-      },
-      description: `local (${state.endpoint}, ${state.tablePrefix})`,
-      close: () => client.destroy(),
-    };
+    const tokenFile =
+      state.adminTokenFile === undefined
+        ? resolve(dirname(statePath), 'admin-token')
+        : isAbsolute(state.adminTokenFile)
+          ? state.adminTokenFile
+          : resolve(dirname(statePath), state.adminTokenFile);
+    let token: string;
+    try {
+      token = readFileSync(tokenFile, 'utf8').trim();
+    } catch {
+      throw new ValidationError(`cannot read the admin token at ${tokenFile}; run npm start (it creates the token on its first start)`);
+    }
+    return { api: localAdminApi(opts.endpoint ?? state.adminUrl, token, opts.fetchImpl), description: `local (${state.adminUrl})` };
   }
-  const region = opts.region;
-  const client = new DynamoDBClient(region === undefined ? {} : { region });
-  const secrets = new SecretsManagerClient(region === undefined ? {} : { region });
-  const tablePrefix = `sluice-${opts.stage}-`;
-  return {
-    ctx: {
-      doc: DynamoDBDocumentClient.from(client),
-      tablePrefix,
-      stage: opts.stage,
-      secrets: new SecretsManagerStore(secrets),
-    },
-    description: `${opts.stage} (${tablePrefix}, region ${region ?? 'from the AWS environment'})`,
-    close: () => {
-      client.destroy();
-      secrets.destroy();
-    },
-  };
+  const url = opts.endpoint ?? opts.env[ADMIN_URL_ENV];
+  if (url === undefined || url === '') {
+    throw new ValidationError(`--stage ${opts.stage} needs the management URL: --endpoint <AdminUrl output of cdk deploy>, or ${ADMIN_URL_ENV}`);
+  }
+  const region = opts.region ?? regionOfUrl(url) ?? opts.env['AWS_REGION'] ?? opts.env['AWS_DEFAULT_REGION'];
+  if (region === undefined) throw new ValidationError('name the AWS region with --region (or AWS_REGION)');
+  return { api: signedAdminApi(url, region, opts.fetchImpl), description: `${opts.stage} (${url}, region ${region})` };
 }

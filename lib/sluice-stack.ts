@@ -1,6 +1,7 @@
 import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type { Construct } from 'constructs';
+import { AdminApi } from './admin';
 import { Aggregator } from './aggregator';
 import { SluiceAlarms } from './alarms';
 import { CatalogImport } from './catalog-import';
@@ -91,6 +92,12 @@ export class SluiceStack extends Stack {
     // Last, so that every alarm of the stack, whoever made it, reaches the topic.
     this.alarms.notifyEveryAlarm(this);
     acknowledgeStackFindings(this, stage);
+
+    const admin = new AdminApi(this, 'Admin', { stage, tables: this.tables, secrets });
+    new CfnOutput(this, 'AdminUrl', {
+      description: 'Management API (IAM auth); sluice --stage <stage> --endpoint <url>, or SLUICE_ADMIN_URL',
+      value: admin.url.url,
+    });
 
     new CfnOutput(this, 'AlarmTopicArn', {
       description: 'SNS topic of the stage\'s alarms and low-credit notices; subscribe more endpoints here',

@@ -55,7 +55,8 @@ export class SluiceTables extends Construct {
         timeToLiveAttribute: schema.ttlAttribute,
         // NEW_IMAGE only: the aggregator needs the settled row, never what it replaced.
         stream: schema.stream ? dynamodb.StreamViewType.NEW_IMAGE : undefined,
-        removalPolicy,
+        // The audit trail outlives the stack in every stage (schema `retain`).
+        removalPolicy: schema.retain === true ? RemovalPolicy.RETAIN : removalPolicy,
         deletionProtection: props.deletionProtection ?? false,
       });
       for (const index of schema.indexes) {

@@ -7,7 +7,8 @@
  * table's stream → the sweeper on a one-minute timer. Ctrl-C (or SIGTERM) stops all of it, in
  * the reverse order, and nothing is left running even when start-up fails half-way.
  *
- * Environment: `PORT` (default 8787) for the gateway; `SLUICE_LOCAL_HOME` to keep `.dynamodb/`
+ * Environment: `PORT` (default 8787) for the gateway; `SLUICE_ADMIN_PORT` (default: any free port)
+ * for the management API; `SLUICE_LOCAL_HOME` to keep `.dynamodb/`
  * and `.sluice/` somewhere other than the repository root; provider keys as named in
  * `config/providers.json` (`SLUICE_PROVIDER_KEY_*`).
  */
@@ -17,7 +18,10 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { ScheduledEvent } from 'aws-lambda';
-import { ENV } from '../lambdas/shared/config';
+import { makeAdminDeps } from '../lambdas/admin/wiring';
+import { formatMoney, MICROS_PER_MINOR } from '../lambdas/core/money-format';
+import { ENV, loadConfig } from '../lambdas/shared/config';
+import { ensureAdminToken, serveAdmin } from './admin-server';
 import { tableName } from '../lambdas/shared/schema';
 import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stopByPid } from './dynamo-local';
 import { serveLambda } from './http-server';
@@ -34,6 +38,7 @@ const DATA_DIR = join(HOME, '.dynamodb');
 const STATE_DIR = join(HOME, '.sluice');
 const STATE_FILE = join(STATE_DIR, 'local.json');
 const SEED_FILE = join(STATE_DIR, 'seed.json');
+const ADMIN_TOKEN_FILE = join(STATE_DIR, 'admin-token');
 const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 'secrets.json');
 
 const TABLE_PREFIX = 'sluice-local-';
@@ -51,6 +56,10 @@ interface LocalStateFile {
   readonly gatewayUrl: string | null;
   readonly simulatorUrl: string | null;
   readonly secretsFile: string;
+  /** The management API on loopback (`sluice` calls it); null until it is up. */
+  readonly adminUrl: string | null;
+  /** The admin token's file (mode 0600), sent as a Bearer token to the management API. */
+  readonly adminTokenFile: string;
   readonly pids: { readonly start: number; readonly dynamodb: number };
 }
 
@@ -217,6 +226,8 @@ async function start(): Promise<void> {
     gatewayUrl: null,
     simulatorUrl: null,
     secretsFile: SECRETS_FILE,
+    adminUrl: null,
+    adminTokenFile: ADMIN_TOKEN_FILE,
     pids: { start: process.pid, dynamodb: db.pid },
   };
   // Written now, so a crash from here on leaves the PID for the next start to reclaim.
@@ -228,7 +239,7 @@ async function start(): Promise<void> {
   checkCancelled();
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
 
-  const ops = await import('../cli/ops');
+  const ops = await import('./ops');
   const ctx = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
   const imported = await ops.importCatalog(ctx, {});
   log(`catalog imported: ${imported.providers} providers, ${imported.models} models`);
@@ -323,19 +334,28 @@ async function start(): Promise<void> {
     },
   });
 
+  // The management API on loopback, behind the admin token created on the first start.
+  const adminPortRaw = process.env.SLUICE_ADMIN_PORT;
+  const adminPort = adminPortRaw === undefined || adminPortRaw === '' ? 0 : Number(adminPortRaw);
+  if (!Number.isInteger(adminPort) || adminPort < 0 || adminPort > 65_535) throw new Error(`SLUICE_ADMIN_PORT must be a port number, got ${adminPortRaw}`);
+  const { token } = await ensureAdminToken(ADMIN_TOKEN_FILE);
+  const admin = await serveAdmin({ deps: makeAdminDeps(loadConfig()), token, port: adminPort });
+  cleanups.push({ name: 'management API', run: () => admin.close() });
+  checkCancelled();
+
   // Seeded last: a start that fails before this point never mints a key nobody was shown.
   const seed = await seedWorkspace(ops, ctx, doc);
   checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
-  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null });
+  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null, adminUrl: admin.url });
   // With real keys and no simulator, the examples name a model those keys can reach.
   const exampleModel =
     simulatorUrl !== undefined
       ? SIMULATED_MODEL
       : (models.find((m) => m.status === 'served' && realKeys.includes(envOf(providers, m.provider) ?? ''))?.id ??
         '<provider>/<model>');
-  printBanner(baseUrl, seed, exampleModel);
+  printBanner(baseUrl, seed, exampleModel, admin.url);
 }
 
 function envOf(providers: readonly { name: string; keySource: { env: string } | 'none' }[], name: string): string | undefined {
@@ -349,7 +369,7 @@ interface Seed {
   readonly rawKey?: string;
 }
 
-type Ops = typeof import('../cli/ops');
+type Ops = typeof import('./ops');
 
 /**
  * Creates the dev workspace, its credit and a key on first start. Only the workspace id is kept
@@ -371,18 +391,19 @@ async function seedWorkspace(ops: Ops, ctx: { doc: DynamoDBDocumentClient; table
   return { workspaceId, rawKey };
 }
 
-function printBanner(baseUrl: string, seed: Seed, model: string): void {
+function printBanner(baseUrl: string, seed: Seed, model: string, adminUrl: string): void {
   const lines = [
     '',
     'Sluice is running locally.',
     '',
     `  Base URL   ${baseUrl}`,
+    `  Admin API  ${adminUrl}/admin/v1  (token in ${ADMIN_TOKEN_FILE}; npm run sluice -- … uses it)`,
     `  Workspace  ${seed.workspaceId}`,
   ];
   if (seed.rawKey !== undefined) {
     lines.push(
       `  API key    ${seed.rawKey}`,
-      `             (shown this once and stored nowhere; credit ${(SEED_CREDIT_MINOR / 100).toFixed(2)})`,
+      `             (shown this once and stored nowhere; credit ${formatMoney(SEED_CREDIT_MINOR * MICROS_PER_MINOR)})`,
       '',
       `  export SLUICE_API_KEY=${seed.rawKey}`,
     );

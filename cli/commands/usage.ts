@@ -1,64 +1,60 @@
 /**
  * `sluice usage`: a workspace's daily or monthly totals (requests, tokens, spend), overall, by
- * key and by model, read from the aggregator's rollups. Spend is printed in minor units with six
- * decimals, computed on integers (the rollups count micro-units).
+ * key, by model and by member, from the management API's report of the aggregator's rollups;
+ * and `sluice usage request <id>`, the usage row of one request. Spend is printed in minor units
+ * with six decimals, computed on integers (the rollups count micro-units).
  *
- * `sluice usage --workspace <id> [--period day|month] [--from <id>] [--to <id>] [--json]
- * [--stage …] [--region …]`. Days are `yyyy-mm-dd`, months `yyyy-mm`, both UTC and inclusive.
- * Rollups trail the requests by the stream's lag (seconds, normally).
+ * `sluice usage --workspace <id> [--period day|month] [--from <id>] [--to <id>] [--json|--csv]
+ * [--stage …] [--region …] [--endpoint …]`. Days are `yyyy-mm-dd`, months `yyyy-mm`, both UTC and
+ * inclusive. Rollups trail the requests by the stream's lag (seconds, normally).
  */
 import { parseArgs } from 'node:util';
-import { dayId, monthId } from '../../lambdas/core/windows';
-import { readUsage, type UsageRow } from '../../lambdas/aggregator/read';
 import type { RollupPeriod } from '../../lambdas/aggregator/aggregate';
+import type { UsageReport } from '../../lambdas/admin/usage-report';
+import { dayId, monthId } from '../../lambdas/core/windows';
+import { formatMoney } from '../../lambdas/core/money-format';
+import type { UsageRecord } from '../../lambdas/shared/records';
+import { ValidationError } from '../../lambdas/store/directory-errors';
+import { apiPath } from '../api-client';
 import type { Outcome } from '../commands';
-import { nowOf, type AdminContext } from '../context';
-import { AdminError, ValidationError } from '../errors';
-import { requireWorkspace } from '../ops/common';
+import { failWith, type MainIo } from '../main';
 import { resolveTarget } from '../target';
-import { formatMicros } from '../validate';
 
 const OPTIONS = {
   workspace: { type: 'string', short: 'w' },
   period: { type: 'string', default: 'day' },
   from: { type: 'string' },
   to: { type: 'string' },
+  since: { type: 'string' },
   // The global options, accepted here so the same argv reaches both functions below.
   stage: { type: 'string', default: 'local' },
   region: { type: 'string' },
+  endpoint: { type: 'string' },
   json: { type: 'boolean' },
+  csv: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 /** The command's help text. */
 export const USAGE_HELP = [
-  'usage: sluice usage --workspace <id> [--period day|month] [--from <date>] [--to <date>] [--json]',
+  'usage: sluice usage --workspace <id> [--period day|month] [--from <date>] [--to <date>] [--json|--csv]',
+  '       sluice usage request <request id> --workspace <id> [--since <ISO instant>] [--json]',
   '',
-  "  a workspace's totals per UTC day or month: requests, tokens and spend, overall, by key and by model",
+  "  a workspace's totals per UTC day or month: requests, tokens and spend, overall, by key, by model",
+  '  and by member; or the usage row of one request (looked for since --since, default 31 days ago)',
   '  --period day|month   default day',
   '  --from, --to         yyyy-mm-dd (day) or yyyy-mm (month), inclusive; default the last 7 days',
   '                       or the last 3 months, up to today (UTC)',
-  '  --stage, --region    as for every sluice command (default --stage local)',
+  '  --stage, --region, --endpoint   as for every sluice command (default --stage local)',
   '  spend is in minor units with six decimals (micro-units exact)',
 ].join('\n');
 
-/** Totals of some rows, spend both as integer micro-units and as minor units with six decimals. */
-interface Totals {
-  readonly requests: number;
-  readonly inputTokens: number;
-  readonly cachedInputTokens: number;
-  readonly outputTokens: number;
-  readonly reasoningTokens: number;
-  readonly chargeMicros: number;
-  readonly spend: string;
-}
-
-type ReportRow = UsageRow & { readonly spend: string };
+type Parsed = ReturnType<typeof parse>;
 
 /** The parsed options; a parse error becomes a ValidationError (exit code and `--json` error like every command's). */
 function parse(argv: readonly string[]) {
   try {
-    return parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: false, strict: true }).values;
+    return parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
     throw new ValidationError(`${err instanceof Error ? err.message : String(err)}; see sluice usage --help`);
   }
@@ -72,17 +68,16 @@ function periodBefore(period: RollupPeriod, epochMs: number, n: number): string 
     : monthId(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - n, 1));
 }
 
-function sum(rows: readonly UsageRow[]): Totals {
-  const t = { requests: 0, inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0, chargeMicros: 0 };
-  for (const r of rows) {
-    t.requests += r.requests;
-    t.inputTokens += r.inputTokens;
-    t.cachedInputTokens += r.cachedInputTokens;
-    t.outputTokens += r.outputTokens;
-    t.reasoningTokens += r.reasoningTokens;
-    t.chargeMicros += r.chargeMicros;
-  }
-  return { ...t, spend: formatMicros(t.chargeMicros) };
+/** The report's query from the command line: the period and the range, defaults filled in at `now`. */
+export function usageQuery(argv: readonly string[], now: number): { workspaceId: string; period: RollupPeriod; from: string; to: string } {
+  const v = parse(argv).values;
+  const workspaceId = v.workspace;
+  if (workspaceId === undefined || workspaceId === '') throw new ValidationError('--workspace is required');
+  const period = v.period;
+  if (period !== 'day' && period !== 'month') throw new ValidationError(`--period must be day or month, got ${JSON.stringify(period)}`);
+  const to = v.to ?? periodBefore(period, now, 0);
+  const from = v.from ?? (v.to === undefined ? periodBefore(period, now, period === 'day' ? 6 : 2) : to);
+  return { workspaceId, period, from, to };
 }
 
 /** Lines of a right-aligned table (the first column left-aligned). */
@@ -95,40 +90,15 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
 
 const COLUMNS = ['requests', 'input', 'cached', 'output', 'reasoning', 'spend'];
 
-function cells(t: Pick<Totals, 'requests' | 'inputTokens' | 'cachedInputTokens' | 'outputTokens' | 'reasoningTokens' | 'spend'>): string[] {
+type Cells = Pick<UsageReport['total'], 'requests' | 'inputTokens' | 'cachedInputTokens' | 'outputTokens' | 'reasoningTokens' | 'spend'>;
+
+function cells(t: Cells): string[] {
   return [t.requests, t.inputTokens, t.cachedInputTokens, t.outputTokens, t.reasoningTokens].map(String).concat(t.spend);
 }
 
-/**
- * Runs `sluice usage` against an already resolved stage and returns what to print: the JSON for
- * `--json` and the lines for a person. `argv` is everything after `usage`.
- *
- * @throws ValidationError on bad options; WorkspaceNotFoundError for an unknown workspace.
- */
-export async function usageCommand(argv: readonly string[], ctx: AdminContext): Promise<Outcome> {
-  const v = parse(argv);
-  const workspaceId = v.workspace;
-  if (workspaceId === undefined || workspaceId === '') throw new ValidationError('--workspace is required');
-  const period = v.period;
-  if (period !== 'day' && period !== 'month') throw new ValidationError(`--period must be day or month, got ${JSON.stringify(period)}`);
-  const now = nowOf(ctx);
-  const to = v.to ?? periodBefore(period, now, 0);
-  const from = v.from ?? (v.to === undefined ? periodBefore(period, now, period === 'day' ? 6 : 2) : to);
-  await requireWorkspace(ctx, workspaceId);
-
-  let rows: UsageRow[];
-  try {
-    rows = await readUsage(ctx.doc, ctx.tablePrefix, { workspaceId, period, from, to });
-  } catch (err) {
-    if (err instanceof RangeError) throw new ValidationError(`--from/--to: ${err.message}`);
-    throw err;
-  }
-  const withSpend = (r: UsageRow): ReportRow => ({ ...r, spend: formatMicros(r.chargeMicros) });
-  const totals = rows.filter((r) => r.scope === 'all').map(withSpend);
-  const byKey = rows.filter((r) => r.scope === 'key').map(withSpend);
-  const byModel = rows.filter((r) => r.scope === 'model').map(withSpend);
-  const total = sum(totals);
-
+/** What `sluice usage` prints for a report: lines for a person, and one CSV table of every row. */
+export function renderUsage(report: UsageReport): Outcome {
+  const { workspaceId, period, from, to, total, totals, byKey, byModel, byMember } = report;
   const human = [`usage of ${workspaceId} by ${period}, ${from} to ${to} (UTC); spend in minor units`];
   if (totals.length === 0) {
     human.push('no requests in that range');
@@ -136,45 +106,82 @@ export async function usageCommand(argv: readonly string[], ctx: AdminContext): 
     human.push('', 'totals', ...table([period, ...COLUMNS], [...totals.map((r) => [r.periodId, ...cells(r)]), ['all', ...cells(total)]]));
     human.push('', 'by key', ...table([period, 'key', ...COLUMNS], byKey.map((r) => [r.periodId, r.id ?? '', ...cells(r)])));
     human.push('', 'by model', ...table([period, 'model', ...COLUMNS], byModel.map((r) => [r.periodId, r.id ?? '', ...cells(r)])));
+    human.push('', 'by member', ...table([period, 'member', ...COLUMNS], byMember.map((r) => [r.periodId, r.memberId ?? '(none)', ...cells(r)])));
   }
-  return { json: { workspaceId, period, from, to, total, totals, byKey, byModel }, human };
+  const header = ['scope', period, 'id', 'requests', 'input', 'cached', 'output', 'reasoning', 'charge_micros'];
+  const row = (scope: string, periodId: string, id: string | null, t: Cells & { chargeMicros: number }): (string | number | null)[] => [
+    scope, periodId, id, t.requests, t.inputTokens, t.cachedInputTokens, t.outputTokens, t.reasoningTokens, t.chargeMicros,
+  ];
+  const rows = [
+    ...totals.map((r) => row('all', r.periodId, null, r)),
+    ...byKey.map((r) => row('key', r.periodId, r.id ?? null, r)),
+    ...byModel.map((r) => row('model', r.periodId, r.id ?? null, r)),
+    ...byMember.map((r) => row('member', r.periodId, r.memberId, r)),
+  ];
+  return { json: report, human, table: { header, rows } };
 }
 
-/** The streams and environment {@link runUsage} uses (`cli/main.ts`'s `MainIo` fits). */
-export interface UsageIo {
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-  readonly env: NodeJS.ProcessEnv;
+function renderRow(row: UsageRecord): Outcome {
+  return {
+    json: row,
+    human: [
+      `request    ${row.requestId}  (${row.family}${row.stream ? ', streamed' : ''})`,
+      `started    ${new Date(row.startedAt).toISOString()}  took ${row.durationMs} ms${row.firstByteMs === undefined ? '' : `, first byte ${row.firstByteMs} ms`}`,
+      `key        ${row.keyId}${row.memberId === undefined ? '' : `  member ${row.memberId}`}`,
+      `model      ${row.requestedModel}${row.servedBy === undefined ? '' : ` served by ${row.servedBy}`}${row.byok ? ' (own key)' : ''}`,
+      `status     ${row.status} ${row.outcome}  attempts ${row.attempts}`,
+      `tokens     input ${row.inputTokens} (cached ${row.cachedInputTokens}), output ${row.outputTokens} (reasoning ${row.reasoningTokens})`,
+      `charge     ${formatMoney(row.chargeMicros)} (held ${formatMoney(row.holdMicros)})`,
+    ],
+  };
 }
 
 /**
- * `sluice usage …` end to end: resolves the stage, runs {@link usageCommand}, prints, and
- * resolves to the exit code, with the same conventions as the other commands (one line on
- * stderr on failure; with `--json`, `{"error":{"code","message"}}` on stdout).
+ * `sluice usage …` end to end: resolves the stage, calls the API, prints, and resolves to the
+ * exit code, with the same conventions as the other commands.
  */
-export async function runUsage(argv: readonly string[], io: UsageIo): Promise<number> {
+export async function runUsage(argv: readonly string[], io: MainIo): Promise<number> {
   const json = argv.includes('--json');
   if (argv.includes('--help') || argv.includes('-h')) {
     io.stdout.write(`${USAGE_HELP}\n`);
     return 0;
   }
-  let close = (): void => undefined;
   try {
-    const v = parse(argv);
-    const target = resolveTarget({ stage: v.stage, ...(v.region === undefined ? {} : { region: v.region }), env: io.env });
-    close = target.close;
-    const outcome = await usageCommand(argv, target.ctx);
+    const parsed: Parsed = parse(argv);
+    const v = parsed.values;
+    const target = resolveTarget({
+      stage: v.stage,
+      ...(v.region === undefined ? {} : { region: v.region }),
+      ...(v.endpoint === undefined ? {} : { endpoint: v.endpoint }),
+      env: io.env,
+    });
+    let outcome: Outcome;
+    if (parsed.positionals[0] === 'request') {
+      const requestId = parsed.positionals[1];
+      if (requestId === undefined || parsed.positionals.length !== 2) throw new ValidationError('usage: sluice usage request <request id> --workspace <id>');
+      if (v.workspace === undefined || v.workspace === '') throw new ValidationError('--workspace is required');
+      const row = await target.api.call<UsageRecord>({
+        method: 'GET',
+        path: apiPath('workspaces', v.workspace, 'requests', requestId),
+        query: { since: v.since },
+      });
+      outcome = renderRow(row);
+    } else {
+      if (parsed.positionals.length > 0) throw new ValidationError(`unexpected ${JSON.stringify(parsed.positionals[0])}; see sluice usage --help`);
+      const q = usageQuery(argv, Date.now());
+      const report = await target.api.call<UsageReport>({
+        method: 'GET',
+        path: apiPath('workspaces', q.workspaceId, 'usage'),
+        query: { period: q.period, from: q.from, to: q.to },
+      });
+      outcome = renderUsage(report);
+    }
     if (json) io.stdout.write(`${JSON.stringify(outcome.json, null, 2)}\n`);
-    else for (const line of outcome.human) io.stdout.write(`${line}\n`);
+    else if (v.csv === true && outcome.table !== undefined) {
+      for (const r of [outcome.table.header, ...outcome.table.rows]) io.stdout.write(`${r.map((c) => (c === null ? '' : String(c))).join(',')}\n`);
+    } else for (const line of outcome.human) io.stdout.write(`${line}\n`);
     return 0;
   } catch (err) {
-    const code = err instanceof AdminError ? err.code : 'failed';
-    const e = err instanceof Error ? err : new Error(String(err));
-    const message = (err instanceof AdminError || e.name === 'Error' ? e.message : `${e.name}: ${e.message}`).replace(/\s*\n\s*/g, ' ');
-    io.stderr.write(`sluice: ${message}\n`);
-    if (json) io.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);
-    return 1;
-  } finally {
-    close();
+    return failWith(io, json, err);
   }
 }

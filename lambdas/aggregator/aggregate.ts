@@ -4,7 +4,7 @@
  *
  * A batch's rows are summed per totals item and each total is written once, in one transaction
  * with a marker item `SEEN#<requestId>` per row that may only be created once (the layout is in
- * `rollup-store.ts`). Stream delivery is at least once (a retried batch, a bisected one, a replay
+ * `lambdas/store/rollups.ts`). Stream delivery is at least once (a retried batch, a bisected one, a replay
  * from TRIM_HORIZON, overlapping invocations), and a redelivery need not be cut as the first
  * delivery was, so the markers are per row, not per batch: when a transaction is cancelled on
  * markers that already exist, those rows are dropped, the rest are summed again and written. A
@@ -22,10 +22,10 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { Outcome } from '../shared/records';
-import { RollupStore } from './rollup-store';
+import { RollupStore } from '../store/rollups';
 import { chunkRows, sumRows, type UsageFacts } from './totals';
 
-export { ROLLUP_SK, rollupPk, type RollupPeriod } from './rollup-store';
+export { ROLLUP_SK, rollupPk, type RollupPeriod } from '../store/rollups';
 
 /** What {@link aggregate} runs on. */
 export interface AggregateDeps {

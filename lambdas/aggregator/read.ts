@@ -2,11 +2,11 @@
  * Reads the aggregator's rollups back for reports (the `sluice usage` command). One query per
  * period in the range, since each day or month of a workspace is its own partition.
  */
-import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableName } from '../shared/schema';
 import type { Outcome } from '../shared/records';
 import { OUTCOMES } from './aggregate';
-import { rollupPk, type RollupPeriod } from './rollup-store';
+import { rollupItems, rollupPk, type RollupPeriod } from '../store/rollups';
 
 /** Which periods to read: days as `yyyy-mm-dd`, months as `yyyy-mm`, both ends included (UTC). */
 export interface UsageQuery {
@@ -127,22 +127,10 @@ export async function readUsage(doc: DynamoDBDocumentClient, tablePrefix: string
   const readOne = async (index: number): Promise<void> => {
     const periodId = ids[index] as string;
     const rows: UsageRow[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await doc.send(
-        new QueryCommand({
-          TableName: table,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': rollupPk(query.workspaceId, query.period, periodId) },
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        const row = toRow(query.period, periodId, item);
-        if (row !== undefined) rows.push(row);
-      }
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
+    for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId))) {
+      const row = toRow(query.period, periodId, item);
+      if (row !== undefined) rows.push(row);
+    }
     results[index] = rows;
   };
   let next = 0;

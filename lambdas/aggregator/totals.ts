@@ -4,7 +4,7 @@
  */
 import { dayId, monthId } from '../core/windows';
 import type { Outcome } from '../shared/records';
-import { MAX_TRANSACT_ITEMS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from './rollup-store';
+import { MAX_TRANSACT_ITEMS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from '../store/rollups';
 
 /** The fields of a usage row the totals need, checked. */
 export interface UsageFacts {

@@ -11,7 +11,7 @@ import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
 import { checkLowCredit, type CheckDeps, type CheckResult } from './check';
-import { DynamoNoticeStore, readBalance } from './dynamo-notices';
+import { DynamoNoticeStore, availableCredit } from '../store/notices';
 import { NOTIFIER_ENV } from './env';
 import { EventBridgePublisher, NoticeChannels, SnsPublisher } from './publishers';
 import type { NoticePublisher } from './ports';
@@ -23,7 +23,11 @@ const topicArn = process.env[NOTIFIER_ENV.topicArn] || undefined;
 const others: NoticePublisher[] = topicArn === undefined ? [] : [new SnsPublisher(new SNSClient({}), topicArn)];
 const deps: CheckDeps = {
   store: new DynamoNoticeStore(doc, tableName(config.tablePrefix, 'workspaces')),
-  readBalance: readBalance(doc, tableName(config.tablePrefix, 'ledger')),
+  readBalance: availableCredit(doc, {
+    ledger: tableName(config.tablePrefix, 'ledger'),
+    holds: tableName(config.tablePrefix, 'holds'),
+    usage: tableName(config.tablePrefix, 'usage'),
+  }),
   publisher: new NoticeChannels(new EventBridgePublisher(new EventBridgeClient({}), process.env[NOTIFIER_ENV.eventBusName] || 'default'), others, (err) =>
     log(JSON.stringify({ level: 'error', event: 'low_credit_sns_failed', fault: err instanceof Error ? err.name : typeof err })),
   ),

@@ -49,6 +49,8 @@ export interface WorkspaceRecord {
   readonly byok?: Readonly<Record<string, string>>;
   /** Live keys plus outstanding invitation reservations, at most five. */
   readonly keySlots?: number;
+  /** Below this available balance (micro-units) the low-credit notice fires; absent for none. */
+  readonly lowCreditThresholdMicros?: number;
 }
 
 /** workspaces table, sk `MEMBER#<memberId>`. */

@@ -32,9 +32,11 @@ export interface TableSchema {
   readonly ttlAttribute?: string;
   /** Whether the table emits a NEW_IMAGE stream. */
   readonly stream: boolean;
+  /** Kept when the stack is deleted, whatever the stage's removal policy (the audit trail). */
+  readonly retain?: boolean;
 }
 
-export type TableName = 'keys' | 'workspaces' | 'ledger' | 'holds' | 'usage' | 'rollups' | 'catalog';
+export type TableName = 'keys' | 'workspaces' | 'ledger' | 'holds' | 'usage' | 'rollups' | 'catalog' | 'audit';
 
 const S = (name: string): KeyAttribute => ({ name, type: 'S' });
 const N = (name: string): KeyAttribute => ({ name, type: 'N' });
@@ -49,6 +51,8 @@ export const HOLDS_BY_EXPIRY = 'byExpiryShard';
 export const USAGE_BY_REQUEST = 'byRequest';
 /** Name of the index listing a workspace's keys. */
 export const KEYS_BY_WORKSPACE = 'byWorkspace';
+/** Name of the audit table's index of every change of one UTC day. */
+export const AUDIT_BY_DAY = 'byDay';
 
 export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
   /** API keys by the SHA-256 hex of the raw key. */
@@ -115,6 +119,18 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     partitionKey: S('pk'),
     indexes: [],
     stream: false,
+  },
+  /**
+   * The management API's audit trail (`lambdas/store/audit.ts`): pk the workspace id (or
+   * `SLUICE`), sk `<ISO time>#<requestId>`. No TTL: it is kept, and retained in every stage.
+   */
+  audit: {
+    name: 'audit',
+    partitionKey: S('pk'),
+    sortKey: S('sk'),
+    indexes: [{ indexName: AUDIT_BY_DAY, partitionKey: S('day'), sortKey: S('sk') }],
+    stream: false,
+    retain: true,
   },
 });
 

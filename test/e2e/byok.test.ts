@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { LocalFileSecretStore, byokSecretName, createProfile, setByokKey, type AdminContext } from '../../cli/ops';
+import { LocalFileSecretStore, byokSecretName, createProfile, setByokKey, type AdminContext } from '../../local/ops';
 import { startSimulator, type Simulator } from '../../local/simulator';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import { addToCatalog, chargeOn, chatCounts, expectApiError, localProvider, modelUnder, rawPost, rowOf } from '../support/e2e';

@@ -7,7 +7,7 @@ import OpenAI, { APIError } from 'openai';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import { chargeMicros } from '../../lambdas/core/pricing';
 import { validatorFor } from '../support/openapi';
-import { createKey } from '../../cli/ops';
+import { createKey } from '../../local/ops';
 
 let stack: TestStack;
 

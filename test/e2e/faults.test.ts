@@ -7,7 +7,7 @@
  * envelope, settled on what was produced. Every charge is asserted exactly, nothing where none is due.
  */
 import { APIError } from 'openai';
-import { createProfile } from '../../cli/ops';
+import { createProfile } from '../../local/ops';
 import type { Behavior } from '../../local/simulator';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import {

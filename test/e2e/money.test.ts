@@ -5,7 +5,7 @@
  */
 import { APIError } from 'openai';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { createKey, setKeyCreditLimit, setPaused, setSpendRateCap } from '../../cli/ops';
+import { createKey, setKeyCreditLimit, setPaused, setSpendRateCap } from '../../local/ops';
 import { chargeMicros, formatMinor } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
 import type { Catalog, Ledger } from '../../lambdas/gateway/ports';

@@ -8,7 +8,7 @@
  * stops without its terminal event).
  */
 import OpenAI from 'openai';
-import { createProfile } from '../../cli/ops';
+import { createProfile } from '../../local/ops';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import {
   addToCatalog,

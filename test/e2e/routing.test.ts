@@ -7,7 +7,7 @@
  * expensive member; the permitted set is applied before any provider is called.
  */
 import OpenAI from 'openai';
-import { addCredit, createProfile, setDefaultProfile, setPermittedModels } from '../../cli/ops';
+import { addCredit, createProfile, setDefaultProfile, setPermittedModels } from '../../local/ops';
 import { startSimulator, type Simulator } from '../../local/simulator';
 import { startStack, expectInvariant, type TestStack } from '../support/stack';
 import { addToCatalog, chargeOn, closedPort, chatCounts, expectApiError, holdOn, localProvider, modelUnder, rawPost, rowOf } from '../support/e2e';

@@ -15,8 +15,10 @@ import type { TokenCounts } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { startStreamPoller, type StreamBatchHandler } from '../../local/stream-poller';
 import { testTables, type TestTables } from '../support/dynamo';
-import { usageCommand } from '../../cli/commands/usage';
-import { ValidationError, WorkspaceNotFoundError } from '../../cli/errors';
+import { renderUsage, usageQuery } from '../../cli/commands/usage';
+import { usageReport } from '../../lambdas/admin/usage-report';
+import type { AdminContext } from '../../lambdas/store/directory-context';
+import { ValidationError, WorkspaceNotFoundError } from '../../lambdas/store/directory-errors';
 
 const CREDIT = 1_000_000_000;
 const WS = 'ws_agg';
@@ -387,6 +389,11 @@ describe('batched rollups', () => {
     for (let i = 0; i < 40; i += 1) expect(await total(`ws_many_${i}`, '2027-02-12')).toMatchObject({ requests: 1, chargeMicros: 7 });
   });
 });
+
+/** The report the management API builds, rendered as `sluice usage` prints it. */
+async function usageCommand(argv: readonly string[], ctx: AdminContext): Promise<ReturnType<typeof renderUsage>> {
+  return renderUsage(await usageReport(ctx, usageQuery(argv, (ctx.now ?? Date.now)())));
+}
 
 describe('sluice usage', () => {
   // Runs after the aggregator tests above, whose rollups it reads.

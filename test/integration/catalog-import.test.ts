@@ -6,7 +6,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
-import { loadCatalogFiles, readCatalog } from '../../cli/ops';
+import { loadCatalogFiles, readCatalog } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { WorkspaceRecord } from '../../lambdas/shared/records';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
-import type { AdminContext } from '../../cli/ops';
+import type { AdminContext } from '../../local/ops';
 import {
   ByokNotSetError,
   createWorkspace,
@@ -33,7 +33,7 @@ import {
   showWorkspace,
   ValidationError,
   WorkspaceNotFoundError,
-} from '../../cli/ops';
+} from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 const OPENAI_KEY = 'sk-proj-TESTbyokKEY0123456789abcdefghijklmnop';

@@ -1,14 +1,14 @@
 /**
- * The `sluice` CLI end to end: `node bin/sluice.js … --json` as a child process against
- * DynamoDB Local, through a `.sluice/local.json`-style state file of its own (SLUICE_LOCAL_STATE)
- * so the developer's real local stage is never touched.
+ * The `sluice` CLI end to end: `node bin/sluice.js … --json` as a child process against the
+ * local management API over DynamoDB Local, through a `.sluice/local.json`-style state file of
+ * its own (SLUICE_LOCAL_STATE) so the developer's real local stage is never touched.
  */
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { hashKey } from '../../lambdas/core/api-key';
+import { startTestAdmin, type TestAdmin } from '../support/admin';
 import { testTables, type TestTables } from '../support/dynamo';
 
 jest.setTimeout(120_000);
@@ -22,18 +22,21 @@ interface Run {
 }
 
 let t: TestTables;
+let admin: TestAdmin;
 let dir: string;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   t = await testTables();
-  dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
-  writeFileSync(join(dir, 'local.json'), JSON.stringify({ endpoint: t.endpoint, tablePrefix: t.prefix }));
-  env = { ...process.env, SLUICE_LOCAL_STATE: join(dir, 'local.json') };
-  delete env['SLUICE_LOCAL_SECRETS_FILE'];
+  admin = await startTestAdmin(t);
+  dir = admin.dir;
+  env = admin.env;
 });
 
-afterAll(() => t.client.destroy());
+afterAll(async () => {
+  await admin.close();
+  t.client.destroy();
+});
 
 function sluice(args: readonly string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   return new Promise((resolvePromise, reject) => {
@@ -83,7 +86,10 @@ describe('sluice CLI', () => {
       'o@acme.test',
     ]));
     expect(workspaceId).toMatch(/^ws_/);
-    await expect(ok(['credit', 'add', '250', '-w', workspaceId])).resolves.toEqual({ availableMicros: 250_000_000 });
+    await expect(ok(['credit', 'add', '250', '--minor-units', '-w', workspaceId])).resolves.toMatchObject({
+      applied: true,
+      balance: { availableMicros: 250_000_000 },
+    });
     const shown = await ok<{ balance: { available: { minor: string } }; members: { memberId: string }[] }>(['workspace', 'show', '-w', workspaceId]);
     expect(shown.balance.available.minor).toBe('250.000000');
     expect(shown.members[0]?.memberId).toBe(ownerMemberId);
@@ -115,7 +121,7 @@ describe('sluice CLI', () => {
     expect(stored[0]?.['keyHash']).toBe(hashKey(key.rawKey));
 
     // The visible part typed with three dots names the key.
-    await expect(ok(['key', 'limit', '300', '-w', workspaceId, '--key', key.visible.replace('…', '...'), '--window', 'weekly'])).resolves.toEqual({
+    await expect(ok(['key', 'limit', '300', '--minor-units', '-w', workspaceId, '--key', key.visible.replace('…', '...'), '--window', 'weekly'])).resolves.toEqual({
       keyId: key.keyId,
       creditLimitMicros: 300_000_000,
       window: 'weekly',
@@ -133,18 +139,19 @@ describe('sluice CLI', () => {
   });
 
   it('applies the spend rate cap rules with one-line refusals', async () => {
-    const zero = await refused(['workspace', 'spend-cap', '0', '-w', workspaceId]);
+    const zero = await refused(['workspace', 'spend-cap', '0', '--minor-units', '-w', workspaceId]);
     expect(zero.code).toBe('spend_cap_refused');
     expect(zero.stderr).toMatch(/^sluice: .*pause/);
-    expect((await refused(['workspace', 'spend-cap', '99', '-w', workspaceId])).code).toBe('spend_cap_refused');
-    await expect(ok(['workspace', 'spend-cap', '100', '-w', workspaceId])).resolves.toMatchObject({ spendRateCapMinor: 100 });
-    expect((await refused(['workspace', 'spend-cap', '1000001', '-w', workspaceId])).stderr).toMatch(/--force/);
-    await expect(ok(['workspace', 'spend-cap', '1000001', '-w', workspaceId, '--force'])).resolves.toMatchObject({ spendRateCapMinor: 1_000_001 });
+    expect((await refused(['workspace', 'spend-cap', '99', '--minor-units', '-w', workspaceId])).code).toBe('spend_cap_refused');
+    await expect(ok(['workspace', 'spend-cap', '100', '--minor-units', '-w', workspaceId])).resolves.toMatchObject({ spendRateCapMinor: 100 });
+    expect((await refused(['workspace', 'spend-cap', '1000001', '--minor-units', '-w', workspaceId])).stderr).toMatch(/--force/);
+    await expect(ok(['workspace', 'spend-cap', '1000001', '--minor-units', '-w', workspaceId, '--force'])).resolves.toMatchObject({ spendRateCapMinor: 1_000_001 });
     expect((await refused(['workspace', 'spend-cap', '1e3', '-w', workspaceId])).code).toBe('invalid_argument');
+    expect((await refused(['workspace', 'spend-cap', '1e3', '--minor-units', '-w', workspaceId])).code).toBe('invalid_argument');
   });
 
   it('manages limits, pause, permitted models, profiles and the default route', async () => {
-    await expect(ok(['workspace', 'limit', '--monthly', '9000', '-w', workspaceId])).resolves.toEqual({ monthlyLimitMicros: 9_000_000_000 });
+    await expect(ok(['workspace', 'limit', '--monthly', '9000', '--minor-units', '-w', workspaceId])).resolves.toEqual({ monthlyLimitMicros: 9_000_000_000 });
     await expect(ok(['workspace', 'pause', '-w', workspaceId])).resolves.toEqual({ paused: true });
     await expect(ok(['workspace', 'resume', '-w', workspaceId])).resolves.toEqual({ paused: false });
     await expect(ok(['workspace', 'permit', 'openai/gpt-4.1-mini', 'local/org/sim-nested', '-w', workspaceId])).resolves.toEqual({
@@ -169,7 +176,7 @@ describe('sluice CLI', () => {
 
   it('adds and removes a member, revoking their keys', async () => {
     const { memberId } = await ok<{ memberId: string }>(['member', 'add', '-w', workspaceId, '--email', 'dev@acme.test']);
-    await expect(ok(['member', 'limit', '-w', workspaceId, '--member', memberId, '--monthly', '40'])).resolves.toEqual({
+    await expect(ok(['member', 'limit', '-w', workspaceId, '--member', memberId, '--monthly', '40', '--minor-units'])).resolves.toEqual({
       memberId,
       monthlyLimitMicros: 40_000_000,
     });
@@ -188,7 +195,7 @@ describe('sluice CLI', () => {
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ provider: 'openai', secretName: `sluice/local/byok/${workspaceId}/openai` });
     expect(run.stdout + run.stderr).not.toContain('sk-test-from-stdin');
-    // The local secret file sits beside the state file unless SLUICE_LOCAL_SECRETS_FILE says otherwise.
+    // The management API keeps local BYOK keys in its secret file (beside the state file here).
     expect(statSync(secretsFile).mode & 0o777).toBe(0o600);
     expect(JSON.parse(readFileSync(secretsFile, 'utf8'))).toEqual({ [`sluice/local/byok/${workspaceId}/openai`]: 'sk-test-from-stdin' });
     // A key on the command line is not an option at all.
@@ -202,7 +209,7 @@ describe('sluice CLI', () => {
     expect((await refused(['key', 'list', '-w', 'ws_nope'])).code).toBe('workspace_not_found');
     expect((await refused(['key', 'create', '-w', workspaceId, '--bogus'])).code).toBe('usage');
     expect((await refused(['nothing', 'here'])).code).toBe('usage');
-    expect((await refused(['credit', 'add', '-w', workspaceId])).code).toBe('usage');
+    expect((await refused(['credit', 'add', '-w', workspaceId])).code).toBe('invalid_argument');
     const help = await sluice(['key', 'limit', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/usage: sluice key limit/);

@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { hashKey } from '../../lambdas/core/api-key';
 import type { KeyRecord, WorkspaceRecord } from '../../lambdas/shared/records';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
-import type { AdminContext } from '../../cli/ops';
+import type { AdminContext } from '../../local/ops';
 import {
   addCredit,
   addMember,
@@ -45,7 +45,7 @@ import {
   SpendCapError,
   ValidationError,
   WorkspaceNotFoundError,
-} from '../../cli/ops';
+} from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let t: TestTables;
@@ -54,6 +54,8 @@ let ctx: AdminContext;
 beforeAll(async () => {
   t = await testTables();
   ctx = { doc: t.doc, tablePrefix: t.prefix, stage: 'local' };
+  // Permitted sets and profiles accept catalogued ids only.
+  await importCatalog(ctx);
 });
 
 afterAll(() => t.client.destroy());

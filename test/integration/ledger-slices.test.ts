@@ -13,7 +13,7 @@ import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/ga
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { sweep } from '../../lambdas/sweeper/sweep';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;

@@ -12,7 +12,7 @@ import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
 import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 import { windowKey } from '../../lambdas/store/keys';
 

@@ -2,8 +2,8 @@
  * `npm start` end to end: the real start script in a child process (its own data folders), the
  * official openai client against it, then Ctrl-C, and a second start on the same data.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -98,6 +98,20 @@ describe('npm start', () => {
     const seed = JSON.parse(readFileSync(join(home, '.sluice', 'seed.json'), 'utf8')) as Record<string, unknown>;
     expect(Object.keys(seed)).toEqual(['workspaceId']); // never the raw key
 
+    // The management API on loopback: printed, behind a 0600 admin token, and what sluice calls.
+    const adminUrl = (state as unknown as { adminUrl: string }).adminUrl;
+    expect(adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(first.output()).toContain(`Admin API  ${adminUrl}/admin/v1`);
+    const tokenFile = join(home, '.sluice', 'admin-token');
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    const token = readFileSync(tokenFile, 'utf8').trim();
+    const cliEnv = { ...process.env, SLUICE_LOCAL_STATE: join(home, '.sluice', 'local.json') };
+    const shown = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'workspace', 'show', '-w', String(seed.workspaceId), '--json'], { env: cliEnv }).toString(),
+    ) as { balance: { available: { micros: number } } };
+    expect(shown.balance.available.micros).toBe(10_000_000_000);
+    expect((await fetch(`${adminUrl}/admin/v1/workspaces`)).status).toBe(401);
+
     const rawKey = /API key\s+(slc_\S+)/.exec(first.output())?.[1];
     expect(rawKey).toBeDefined();
     const client = new OpenAI({ baseURL: state.gatewayUrl, apiKey: rawKey, maxRetries: 0 });
@@ -143,6 +157,8 @@ describe('npm start', () => {
     dynamoPids.push(state2.pids.dynamodb);
     expect(second.output()).toContain(`key create --workspace ${String(seed.workspaceId)}`);
     expect(second.output()).not.toMatch(/API key\s+slc_/);
+    // The admin token is created once and kept.
+    expect(readFileSync(join(home, '.sluice', 'admin-token'), 'utf8').trim()).toBe(token);
     const again = await new OpenAI({ baseURL: state2.gatewayUrl, apiKey: rawKey, maxRetries: 0 }).models.list();
     expect(again.data.length).toBeGreaterThan(0);
 

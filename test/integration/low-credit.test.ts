@@ -8,16 +8,18 @@ import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import type { AdmissionLimits, Settlement } from '../../lambdas/gateway/ports';
 import { checkLowCredit, type CheckDeps } from '../../lambdas/notifier/check';
-import { DynamoNoticeStore, LOW_CREDIT_SK, readBalance } from '../../lambdas/notifier/dynamo-notices';
+import { setLedgerSlices } from '../../lambdas/store';
+import { DynamoNoticeStore, LOW_CREDIT_SK, availableCredit } from '../../lambdas/store/notices';
 import type { LowCreditNotice } from '../../lambdas/notifier/ports';
 import { tableName } from '../../lambdas/shared/schema';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;
 let ledger: DynamoLedger;
 let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
+const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
@@ -92,7 +94,7 @@ describe('low-credit notice on DynamoDB Local', () => {
     let ids = 0;
     const deps: CheckDeps = {
       store: new DynamoNoticeStore(tables.doc, t('workspaces')),
-      readBalance: readBalance(tables.doc, t('ledger')),
+      readBalance: availableCredit(tables.doc, ledgerTables()),
       publisher: { publish: async (n) => void published.push(n) },
       newId: () => `lc_${(ids += 1)}`,
       stage: 'local',
@@ -136,5 +138,32 @@ describe('low-credit notice on DynamoDB Local', () => {
     expect(published.every((n) => n.workspaceId === workspaceId)).toBe(true);
     const recorded = await tables.doc.send(new GetCommand({ TableName: t('workspaces'), Key: { pk: workspaceId, sk: LOW_CREDIT_SK }, ConsistentRead: true }));
     expect(recorded.Item).toMatchObject({ crossingId: published[1]?.crossingId, thresholdMicros: 99_500_000 });
+  });
+
+  it('judges a workspace split into slices on its whole balance, not on one slice', async () => {
+    const { workspaceId } = await createWorkspace(admin, { name: 'sliced' });
+    await addCredit(admin, { workspaceId, minor: 100 }); // 100,000,000 micros
+    await setLedgerSlices(tables.doc, ledgerTables(), workspaceId, 4);
+    // Credit lands on slice 0; requests admitted on the other slices pull headroom to them.
+    for (let i = 0; i < 12; i += 1) await settleOne(workspaceId, 100_000);
+    const sliceZero = await tables.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: `WS#${workspaceId}`, sk: 'BALANCE' }, ConsistentRead: true }));
+    const zero = Number(sliceZero.Item?.availableMicros);
+    const whole = await availableCredit(tables.doc, ledgerTables())(workspaceId);
+    expect(whole).toBe(100_000_000 - 12 * 100_000);
+    // The case that matters: slice 0 alone is below a threshold the whole balance is above.
+    expect(zero).toBeLessThan(whole as number);
+    await setThreshold(workspaceId, zero + 1);
+
+    const published: LowCreditNotice[] = [];
+    const deps: CheckDeps = {
+      store: new DynamoNoticeStore(tables.doc, t('workspaces')),
+      readBalance: availableCredit(tables.doc, ledgerTables()),
+      publisher: { publish: async (n) => void published.push(n) },
+      newId: () => 'lc_sliced',
+      stage: 'local',
+      writeLine: () => undefined,
+    };
+    await checkLowCredit(deps, NOW);
+    expect(published.filter((n) => n.workspaceId === workspaceId)).toHaveLength(0);
   });
 });

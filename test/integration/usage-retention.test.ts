@@ -9,7 +9,7 @@ import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import { ENV, loadConfig } from '../../lambdas/shared/config';
 import { TABLES, tableName } from '../../lambdas/shared/schema';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;

@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { APIError } from 'openai';
-import { loadCatalogFiles, modelToItem, providerToItem } from '../../cli/ops';
+import { loadCatalogFiles, modelToItem, providerToItem } from '../../local/ops';
 import { chargeMicros, costMicros, promptBound, sizeHold } from '../../lambdas/core/pricing';
 import type { CatalogModel, ProviderConfig } from '../../lambdas/shared/catalog-types';
 import { tableName } from '../../lambdas/shared/schema';

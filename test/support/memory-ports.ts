@@ -6,7 +6,7 @@
  * lookup, a canned reply, integer bookkeeping of the ledger's four figures.
  */
 import { Readable } from 'node:stream';
-import { loadCatalogFiles } from '../../cli/ops/catalog';
+import { loadCatalogFiles } from '../../local/ops';
 import { hashKey } from '../../lambdas/core/api-key';
 import { Gateway } from '../../lambdas/gateway/app';
 import type {

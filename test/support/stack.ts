@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import OpenAI from 'openai';
-import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../../cli/ops';
+import { addCredit, createKey, createWorkspace, importCatalog, type AdminContext } from '../../local/ops';
 import { silentTelemetry } from '../../lambdas/adapters/emf-telemetry';
 import { loadConfig, type RuntimeConfig } from '../../lambdas/shared/config';
 import { tableName } from '../../lambdas/shared/schema';

@@ -13,9 +13,9 @@ import {
   parseCatalogModel,
   parseProviderConfig,
   providerToItem,
-} from '../../cli/catalog-items';
-import { CatalogValidationError } from '../../cli/errors';
-import { loadCatalogFiles } from '../../cli/ops/catalog';
+} from '../../lambdas/catalog/items';
+import { CatalogValidationError } from '../../lambdas/store/directory-errors';
+import { loadCatalogFiles } from '../../local/ops';
 
 const CONFIG = resolve(__dirname, '../../config');
 const rawProviders = JSON.parse(readFileSync(resolve(CONFIG, 'providers.json'), 'utf8')) as Record<string, unknown>[];

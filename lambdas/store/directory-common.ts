@@ -3,10 +3,10 @@
  * an operator who just created a workspace expects the next command to see it.
  */
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { MemberRecord, ProfileRecord, WorkspaceRecord } from '../../lambdas/shared/records';
-import type { AdminContext } from '../context';
-import { META, conditional, table } from '../context';
-import { ValidationError, WorkspaceNotFoundError } from '../errors';
+import type { MemberRecord, ProfileRecord, WorkspaceRecord } from '../shared/records';
+import type { AdminContext } from './directory-context';
+import { META, conditional, table } from './directory-context';
+import { ValidationError, WorkspaceNotFoundError } from './directory-errors';
 
 /** The workspace's settings item, or undefined when there is no such workspace. */
 export async function getWorkspace(ctx: AdminContext, workspaceId: string): Promise<WorkspaceRecord | undefined> {

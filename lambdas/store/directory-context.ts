@@ -8,10 +8,10 @@ import type { CancellationReason } from '@aws-sdk/client-dynamodb';
 import { TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBDocumentClient, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
-import { tableName } from '../lambdas/shared/schema';
-import type { TableName } from '../lambdas/shared/schema';
-import { ConcurrentUpdateError } from './errors';
-import type { SecretStore } from './secret-store';
+import { tableName } from '../shared/schema';
+import type { TableName } from '../shared/schema';
+import { ConcurrentUpdateError } from './directory-errors';
+import type { SecretStore } from './directory-secrets';
 
 /** Everything an admin operation needs; the clock and the secret store are injectable for tests. */
 export interface AdminContext {

@@ -1,10 +1,13 @@
 /**
- * The notifier's DynamoDB side. Thresholds are the `lowCreditThresholdMicros` attribute of a
+ * The low-credit notifier's items. Thresholds are the `lowCreditThresholdMicros` attribute of a
  * workspace's `META` item; a recorded crossing is an item of its own beside it, sk
  * {@link LOW_CREDIT_SK}, so that a rewrite of `META` by the management API cannot lose it.
  */
-import { DeleteCommand, GetCommand, PutCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { BalanceReader, LowCreditNotice, NoticeStore, WatchedWorkspace } from './ports';
+import { DeleteCommand, PutCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DocumentSender } from '../adapters/dynamo-wire';
+import type { BalanceReader, LowCreditNotice, NoticeStore, WatchedWorkspace } from '../notifier/ports';
+import { readBalance } from './balance';
+import type { LedgerTables } from './ledger';
 
 /** Sort key of the recorded crossing in the workspaces table (pk is the workspace id). */
 export const LOW_CREDIT_SK = 'NOTICE#LOW_CREDIT';
@@ -92,14 +95,9 @@ export class DynamoNoticeStore implements NoticeStore {
 }
 
 /**
- * The workspace's available credit from its `BALANCE` item in the ledger table. The one place
- * the notifier knows the ledger's layout: when the balance is split into escrow slices, this
- * becomes the store's own `readBalance` (the sum of the slices) and nothing else changes.
+ * The workspace's available credit: the store's workspace-wide balance, summed over every escrow
+ * slice from one consistent snapshot, so a split workspace is judged on its whole balance.
  */
-export function readBalance(doc: DynamoDBDocumentClient, ledgerTable: string): BalanceReader {
-  return async (workspaceId) => {
-    const out = await doc.send(new GetCommand({ TableName: ledgerTable, Key: { pk: `WS#${workspaceId}`, sk: 'BALANCE' }, ProjectionExpression: 'availableMicros' }));
-    const available = out.Item?.availableMicros;
-    return typeof available === 'number' ? available : undefined;
-  };
+export function availableCredit(db: DocumentSender, tables: LedgerTables): BalanceReader {
+  return async (workspaceId) => (await readBalance(db, tables, workspaceId)).availableMicros;
 }

@@ -1,7 +1,7 @@
 /**
- * The aggregator's writes to the rollups table: the key layout of the totals and of the
- * de-duplication markers, and the one transaction that adds a batch's totals. Every condition
- * expression of the aggregator lives here, so that the store module can take this file over whole.
+ * The rollups table: the key layout of the aggregator's totals and of its de-duplication markers,
+ * the one transaction that adds a batch's totals, and the query that reads a period back. Every
+ * expression the aggregator and its reports use lives here.
  *
  * Items (rollups table, pk/sk):
  * - `WS#<workspaceId>#DAY#<yyyy-mm-dd>` and `WS#<workspaceId>#MONTH#<yyyy-mm>` (UTC, from the
@@ -11,7 +11,7 @@
  * - `SEEN#<requestId>` / `SEEN`, with `ttl` 35 days on: far beyond the stream's 24 h retention,
  *   so no redelivery can outlive its marker.
  */
-import { TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { Outcome } from '../shared/records';
 
 /** The period a rollup item totals. */
@@ -140,4 +140,14 @@ function addExpression(d: RollupDelta): { UpdateExpression: string; ExpressionAt
     ExpressionAttributeNames: names,
     ExpressionAttributeValues: values,
   };
+}
+
+/** Every item of one rollup partition (a workspace's day or month), page by page, in sort-key order. */
+export async function* rollupItems(doc: DynamoDBDocumentClient, table: string, pk: string): AsyncIterable<Record<string, unknown>> {
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await doc.send(new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': pk }, ExclusiveStartKey: start }));
+    yield* page.Items ?? [];
+    start = page.LastEvaluatedKey;
+  } while (start !== undefined);
 }

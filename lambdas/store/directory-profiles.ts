@@ -2,12 +2,13 @@
  * Routing profiles: an ordered list of pinned model ids, addressed as `profile/<identifier>`.
  */
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { ProfileRecord } from '../../lambdas/shared/records';
-import type { AdminContext } from '../context';
-import { META, conditional, failedAt, profileSk, table, transact } from '../context';
-import { ProfileExistsError, ProfileInUseError, ProfileNotFoundError, ValidationError, WorkspaceNotFoundError } from '../errors';
-import { checkProfileIdentifier, parsePinnedId } from '../validate';
-import { checkWorkspaceId, getWorkspace, listProfileRecords } from './common';
+import type { ProfileRecord } from '../shared/records';
+import type { AdminContext } from './directory-context';
+import { META, conditional, failedAt, profileSk, table, transact } from './directory-context';
+import { ProfileExistsError, ProfileInUseError, ProfileNotFoundError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
+import { checkProfileIdentifier, parsePinnedId } from './directory-validate';
+import { checkWorkspaceId, getWorkspace, listProfileRecords } from './directory-common';
+import { requireCatalogued } from './directory-catalog';
 
 /** Most models one profile may list; each is one attempt, and a chain this long is a mistake. */
 export const PROFILE_MAX_MODELS = 16;
@@ -28,6 +29,7 @@ export async function createProfile(
   checkWorkspaceId(input.workspaceId);
   const identifier = checkProfileIdentifier(input.identifier);
   const models = checkModels(input.models);
+  await requireCatalogued(ctx, models);
   const profile: ProfileRecord = { pk: input.workspaceId, sk: profileSk(identifier), workspaceId: input.workspaceId, identifier, models };
   await transact(
     ctx,

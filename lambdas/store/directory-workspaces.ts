@@ -2,11 +2,12 @@
  * Workspace settings: creation, the ledger view, the pause, the monthly limit, the spend rate
  * cap, the permitted-model set and the default route.
  */
-import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../../lambdas/core/limits';
-import { monthId } from '../../lambdas/core/windows';
-import type { BalanceRecord, MemberRecord, WorkspaceRecord } from '../../lambdas/shared/records';
-import { readBalance } from '../../lambdas/store/balance';
-import type { AdminContext } from '../context';
+import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { monthId } from '../core/windows';
+import type { BalanceRecord, MemberRecord, WorkspaceRecord } from '../shared/records';
+import { readBalance } from './balance';
+import type { AdminContext } from './directory-context';
 import {
   BALANCE,
   META,
@@ -18,10 +19,11 @@ import {
   profileSk,
   table,
   transact,
-} from '../context';
-import { ProfileNotFoundError, SpendCapError, ValidationError, WorkspaceNotFoundError } from '../errors';
-import { checkEmail, checkLabel, checkProfileIdentifier, formatMicros, minorToMicros, parsePinnedId } from '../validate';
-import { checkWorkspaceId, listMemberRecords, listProfileRecords, requireWorkspace, updateMeta } from './common';
+} from './directory-context';
+import { ConcurrentUpdateError, ProfileNotFoundError, SpendCapError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
+import { checkEmail, checkLabel, checkProfileIdentifier, formatMicros, minorToMicros, parsePinnedId } from './directory-validate';
+import { checkWorkspaceId, listMemberRecords, listProfileRecords, requireWorkspace, updateMeta } from './directory-common';
+import { requireCatalogued } from './directory-catalog';
 
 /** SPEC: the spend rate cap a workspace starts with, minor units per rolling 60 s. */
 export const SPEND_CAP_DEFAULT_MINOR = DEFAULT_SPEND_RATE_CAP_MINOR;
@@ -105,6 +107,8 @@ export interface WorkspaceView {
   readonly defaultProfile: string | null;
   readonly byokProviders: readonly string[];
   readonly keySlots: number;
+  /** Below this available balance the low-credit notice fires; null for none. */
+  readonly lowCreditThreshold: MoneyView | null;
   readonly balance: {
     readonly available: MoneyView;
     readonly held: MoneyView;
@@ -123,7 +127,12 @@ export interface WorkspaceView {
 }
 
 /** Reads a workspace's settings, members, profiles, balance and current month. */
-export async function showWorkspace(ctx: AdminContext, input: { workspaceId: string }): Promise<WorkspaceView> {
+export async function showWorkspace(
+  ctx: AdminContext,
+  input: {
+    workspaceId: string;
+  },
+): Promise<WorkspaceView> {
   const ws = await requireWorkspace(ctx, input.workspaceId);
   const now = nowOf(ctx);
   const month = monthId(now);
@@ -146,6 +155,7 @@ export async function showWorkspace(ctx: AdminContext, input: { workspaceId: str
     defaultProfile: ws.defaultProfile ?? null,
     byokProviders: Object.keys(ws.byok ?? {}).sort(),
     keySlots: ws.keySlots ?? 0,
+    lowCreditThreshold: ws.lowCreditThresholdMicros === undefined ? null : money(ws.lowCreditThresholdMicros),
     balance: {
       available: money(balance?.availableMicros ?? 0),
       held: money(balance?.heldMicros ?? 0),
@@ -242,6 +252,7 @@ export async function setPermittedModels(
   }
   const models = [...new Set(input.models)];
   for (const id of models) parsePinnedId(id, 'permitted model');
+  await requireCatalogued(ctx, models);
   await updateMeta(ctx, input.workspaceId, { expression: 'SET permittedModels = :m', values: { ':m': models } });
   return { permittedModels: models };
 }
@@ -286,3 +297,103 @@ export async function setDefaultProfile(
   );
   return { defaultProfile: identifier };
 }
+
+/** One workspace in a listing. */
+export interface WorkspaceSummary {
+  readonly workspaceId: string;
+  readonly name: string;
+  readonly paused: boolean;
+  readonly createdAt: string;
+}
+
+/**
+ * Every workspace, by name. A scan of the settings items: an operator's listing, run at human
+ * rates, over a table that holds a few items per workspace.
+ */
+export async function listWorkspaces(ctx: AdminContext): Promise<WorkspaceSummary[]> {
+  const found: WorkspaceSummary[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await ctx.doc.send(
+      new ScanCommand({
+        TableName: table(ctx, 'workspaces'),
+        FilterExpression: 'sk = :meta',
+        ExpressionAttributeValues: { ':meta': META },
+        ConsistentRead: true,
+        ExclusiveStartKey: start,
+      }),
+    );
+    for (const ws of (out.Items ?? []) as WorkspaceRecord[]) {
+      found.push({ workspaceId: ws.workspaceId, name: ws.name, paused: ws.paused, createdAt: new Date(ws.createdAt).toISOString() });
+    }
+    start = out.LastEvaluatedKey;
+  } while (start !== undefined);
+  return found.sort((a, b) => a.name.localeCompare(b.name) || a.workspaceId.localeCompare(b.workspaceId));
+}
+
+/** Sets the low-credit threshold in micro-units (the notifier reads it), or removes it (null). */
+export async function setLowCreditThreshold(
+  ctx: AdminContext,
+  input: { workspaceId: string; thresholdMicros: number | null },
+): Promise<{ lowCreditThresholdMicros: number | null }> {
+  if (input.thresholdMicros === null) {
+    await updateMeta(ctx, input.workspaceId, { expression: 'REMOVE lowCreditThresholdMicros' });
+    return { lowCreditThresholdMicros: null };
+  }
+  if (!Number.isSafeInteger(input.thresholdMicros) || input.thresholdMicros <= 0) {
+    throw new ValidationError('a low-credit threshold is a positive amount; clear it to stop the notice');
+  }
+  await updateMeta(ctx, input.workspaceId, { expression: 'SET lowCreditThresholdMicros = :t', values: { ':t': input.thresholdMicros } });
+  return { lowCreditThresholdMicros: input.thresholdMicros };
+}
+
+const PERMIT_ATTEMPTS = 5;
+
+/**
+ * Adds ids to, or removes ids from, the permitted set. Added ids must be catalogued; removing
+ * from an unrestricted workspace, or removing the last id, is refused (the first would need the
+ * whole catalog listed, the second would refuse every model). The write is conditional on the
+ * set read, so two operators editing at once never lose each other's change.
+ */
+export async function changePermittedModels(
+  ctx: AdminContext,
+  input: { workspaceId: string; add?: readonly string[]; remove?: readonly string[] },
+): Promise<{ permittedModels: readonly string[]; added: readonly string[]; removed: readonly string[] }> {
+  const add = [...new Set(input.add ?? [])];
+  const remove = [...new Set(input.remove ?? [])];
+  if (add.length === 0 && remove.length === 0) throw new ValidationError('name at least one provider/model id');
+  for (const id of [...add, ...remove]) parsePinnedId(id, 'permitted model');
+  if (add.length > 0) await requireCatalogued(ctx, add);
+  for (let attempt = 1; attempt <= PERMIT_ATTEMPTS; attempt++) {
+    const ws = await requireWorkspace(ctx, input.workspaceId);
+    const current = ws.permittedModels === undefined ? undefined : [...ws.permittedModels];
+    if (current === undefined && remove.length > 0) {
+      throw new ValidationError('the workspace is unrestricted (every model permitted): add the ids it may use instead');
+    }
+    const next = [...(current ?? [])];
+    const added = add.filter((id) => !next.includes(id));
+    next.push(...added);
+    const removed = remove.filter((id) => next.includes(id));
+    const kept = next.filter((id) => !removed.includes(id));
+    if (kept.length === 0) {
+      throw new ValidationError('that would leave no permitted model and refuse every request: pause the workspace instead, or clear the set');
+    }
+    try {
+      await updateMeta(
+        ctx,
+        input.workspaceId,
+        current === undefined
+          ? { expression: 'SET permittedModels = :m', values: { ':m': kept }, condition: 'attribute_not_exists(permittedModels)' }
+          : { expression: 'SET permittedModels = :m', values: { ':m': kept, ':old': current }, condition: 'permittedModels = :old' },
+        () => new PermittedSetMovedError(),
+      );
+      return { permittedModels: kept, added, removed };
+    } catch (err) {
+      if (!(err instanceof PermittedSetMovedError)) throw err;
+    }
+  }
+  throw new ConcurrentUpdateError(`the permitted set of workspace ${input.workspaceId}`);
+}
+
+/** Raised inside a round when the permitted set changed between the read and the write. */
+class PermittedSetMovedError extends Error {}

@@ -135,7 +135,7 @@ export class SecretStoreMissingError extends AdminError {
 }
 
 /** A catalog or provider entry failed validation: defined with the catalog, under `lambdas/catalog/`. */
-export { CatalogValidationError } from '../lambdas/catalog/errors';
+export { CatalogValidationError } from '../catalog/errors';
 
 /** Concurrent writers kept winning; the operation gave up rather than loop forever. */
 export class ConcurrentUpdateError extends AdminError {
@@ -150,5 +150,40 @@ export class LocalStageNotRunningError extends AdminError {
   constructor(path: string) {
     super('local_not_running', `no local stage found at ${path}: run npm start first`);
     this.name = 'LocalStageNotRunningError';
+  }
+}
+
+/** A credit reference already credited a different amount; a reference names one top-up. */
+export class ReferenceUsedError extends AdminError {
+  constructor(reference: string, originalMicros: number, at: number) {
+    super(
+      'reference_used',
+      `reference ${reference} already credited ${originalMicros} micro-units on ${new Date(at).toISOString()}; a reference credits once`,
+    );
+    this.name = 'ReferenceUsedError';
+  }
+}
+
+/** An adjustment would take the balance below zero or below what is held for running requests. */
+export class BelowHeldError extends AdminError {
+  constructor(message: string) {
+    super('below_held', message);
+    this.name = 'BelowHeldError';
+  }
+}
+
+/** A model id that is in no catalog; the message names the closest catalogued id. */
+export class ModelNotInCatalogError extends AdminError {
+  constructor(id: string, closest: string | undefined) {
+    super('model_not_in_catalog', `${id} is in no catalog${closest === undefined ? '' : `; did you mean ${closest}?`}`);
+    this.name = 'ModelNotInCatalogError';
+  }
+}
+
+/** No usage row of that request was found in the range read. */
+export class UsageNotFoundError extends AdminError {
+  constructor(requestId: string) {
+    super('usage_not_found', `no usage row of request ${requestId} in the range read; widen it with --since`);
+    this.name = 'UsageNotFoundError';
   }
 }

@@ -2,12 +2,15 @@
  * API keys: minting (shown once), listing (visible part only), expiry and credit limits.
  * A key is stored only as the SHA-256 of the raw string plus its visible part.
  */
-import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { hashKey, mintKey, prefixForStage, visiblePart } from '../../lambdas/core/api-key';
-import type { KeyRecord, WindowCadence } from '../../lambdas/shared/records';
-import { KEYS_BY_WORKSPACE } from '../../lambdas/shared/schema';
-import type { AdminContext } from '../context';
-import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from '../context';
+import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { windowId, windowKeys } from '../core/windows';
+import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
+import type { KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
+import { KEYS_BY_WORKSPACE } from '../shared/schema';
+import type { AdminContext } from './directory-context';
+import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
+import { lastUseOfKey } from './directory-usage';
+import { windowKey } from './keys';
 import {
   AmbiguousKeyError,
   KeyExpiredError,
@@ -16,9 +19,9 @@ import {
   MemberNotFoundError,
   ValidationError,
   WorkspaceNotFoundError,
-} from '../errors';
-import { checkLabel, formatMicros, minorToMicros } from '../validate';
-import { checkWorkspaceId, getWorkspace } from './common';
+} from './directory-errors';
+import { checkLabel, formatMicros, minorToMicros } from './directory-validate';
+import { checkWorkspaceId, getWorkspace } from './directory-common';
 
 /** SPEC: a workspace holds at most five live keys (expired ones still hold their slot). */
 export const MAX_KEY_SLOTS = 5;
@@ -179,23 +182,32 @@ function normaliseVisible(visible: string): string {
   return visible.replace('...', '…');
 }
 
-/** Finds the one non-ended key a reference names. */
-export async function resolveKey(ctx: AdminContext, ref: KeyRef): Promise<KeyRecord> {
+/**
+ * Finds the one key a reference names: a live or expired one, or with `includeEnded` the
+ * newest record of that id (a rotated key shares its id with the key it replaced).
+ */
+export async function resolveKey(ctx: AdminContext, ref: KeyRef, opts: { includeEnded?: boolean } = {}): Promise<KeyRecord> {
   checkWorkspaceId(ref.workspaceId);
   if ((ref.keyId === undefined) === (ref.visible === undefined)) {
     throw new ValidationError('name the key by exactly one of its key id or its visible part');
   }
-  const keys = (await queryKeyRecords(ctx, ref.workspaceId)).filter((k) => k.revokedAt === undefined);
+  const all = await queryKeyRecords(ctx, ref.workspaceId);
+  const open = all.filter((k) => k.revokedAt === undefined);
+  const pick = (matches: KeyRecord[], label: string): KeyRecord => {
+    if (matches.length === 1) return matches[0] as KeyRecord;
+    if (matches.length > 1) throw new AmbiguousKeyError(label, matches.map((k) => k.keyId));
+    throw new KeyNotFoundError(ref.workspaceId, label);
+  };
   if (ref.keyId !== undefined) {
-    const found = keys.find((k) => k.keyId === ref.keyId);
-    if (found === undefined) throw new KeyNotFoundError(ref.workspaceId, ref.keyId);
-    return found;
+    const live = open.filter((k) => k.keyId === ref.keyId);
+    if (live.length > 0 || opts.includeEnded !== true) return pick(live, ref.keyId);
+    const ended = all.filter((k) => k.keyId === ref.keyId).sort((a, b) => b.createdAt - a.createdAt);
+    return pick(ended.slice(0, 1), ref.keyId);
   }
   const visible = normaliseVisible(ref.visible ?? '');
-  const matches = keys.filter((k) => k.visible === visible);
-  if (matches.length === 0) throw new KeyNotFoundError(ref.workspaceId, visible);
-  if (matches.length > 1) throw new AmbiguousKeyError(visible, matches.map((k) => k.keyId));
-  return matches[0] as KeyRecord;
+  const live = open.filter((k) => k.visible === visible);
+  if (live.length > 0 || opts.includeEnded !== true) return pick(live, visible);
+  return pick(all.filter((k) => k.visible === visible), visible);
 }
 
 /**
@@ -261,4 +273,130 @@ export async function setKeyCreditLimit(
     () => new KeyNotFoundError(input.workspaceId, key.keyId),
   );
   return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };
+}
+
+/**
+ * Ends a key (SPEC: a deliberate revoke by somebody with access): it is refused 401
+ * `invalid_api_key` once the gateway's key cache lets go of it, and its slot frees. An expired
+ * key can be revoked too, which is how its slot comes back. One transaction: the key's end and
+ * the slot's release cannot come apart.
+ */
+export async function revokeKey(ctx: AdminContext, ref: KeyRef): Promise<{ keyId: string; visible: string; revokedAt: string; wasExpired: boolean }> {
+  const key = await resolveKey(ctx, ref);
+  const now = nowOf(ctx);
+  await transact(
+    ctx,
+    [
+      {
+        Update: {
+          TableName: table(ctx, 'keys'),
+          Key: { keyHash: key.keyHash },
+          UpdateExpression: 'SET revokedAt = :now',
+          ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
+          ExpressionAttributeValues: { ':now': now, ':ws': ref.workspaceId },
+        },
+      },
+      {
+        Update: {
+          TableName: table(ctx, 'workspaces'),
+          Key: { pk: ref.workspaceId, sk: META },
+          UpdateExpression: 'SET keySlots = keySlots - :one',
+          // Each ended key gives back exactly the slot it took, so slots never go negative.
+          ConditionExpression: 'attribute_exists(pk) AND keySlots >= :one',
+          ExpressionAttributeValues: { ':one': 1 },
+        },
+      },
+    ],
+    (reasons) => (failedAt(reasons, 0) ? new KeyNotFoundError(ref.workspaceId, key.keyId) : undefined),
+  );
+  return {
+    keyId: key.keyId,
+    visible: key.visible,
+    revokedAt: new Date(now).toISOString(),
+    wasExpired: key.expiresAt !== undefined && key.expiresAt <= now,
+  };
+}
+
+/**
+ * Mints a replacement and ends the key it replaces in one transaction (SPEC: the replacement
+ * ends the key it replaces in the same motion), so there is never a moment with both or
+ * neither. The replacement keeps the key's id, name, member and credit limit: its limit window,
+ * its usage and its slot carry on; only the secret changes. It keeps the old expiry when that
+ * is still ahead, unless `expiresAt` gives another (null: none). The raw key is returned once.
+ */
+export async function rotateKey(
+  ctx: AdminContext,
+  input: KeyRef & { expiresAt?: number | null },
+): Promise<{ rawKey: string; keyId: string; visible: string; replacedVisible: string; expiresAt: string | null }> {
+  const now = nowOf(ctx);
+  if (input.expiresAt !== undefined && input.expiresAt !== null && (!Number.isSafeInteger(input.expiresAt) || input.expiresAt <= now)) {
+    throw new ValidationError('a key expiry must be an instant in the future');
+  }
+  const old = await resolveKey(ctx, input);
+  const expiresAt =
+    input.expiresAt === undefined ? (old.expiresAt !== undefined && old.expiresAt > now ? old.expiresAt : undefined) : (input.expiresAt ?? undefined);
+  const rawKey = mintKey(prefixForStage(ctx.stage));
+  const record: KeyRecord = {
+    keyHash: hashKey(rawKey),
+    keyId: old.keyId,
+    workspaceId: old.workspaceId,
+    visible: visiblePart(rawKey),
+    createdAt: now,
+    ...(old.memberId === undefined ? {} : { memberId: old.memberId }),
+    ...(old.name === undefined ? {} : { name: old.name }),
+    ...(expiresAt === undefined ? {} : { expiresAt }),
+    ...(old.creditLimitMicros === undefined ? {} : { creditLimitMicros: old.creditLimitMicros, creditWindow: old.creditWindow ?? 'monthly' }),
+  };
+  await transact(
+    ctx,
+    [
+      {
+        Update: {
+          TableName: table(ctx, 'keys'),
+          Key: { keyHash: old.keyHash },
+          UpdateExpression: 'SET revokedAt = :now',
+          ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
+          ExpressionAttributeValues: { ':now': now, ':ws': input.workspaceId },
+        },
+      },
+      { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
+    ],
+    (reasons) => (failedAt(reasons, 0) ? new KeyNotFoundError(input.workspaceId, old.keyId) : undefined),
+  );
+  return { rawKey, keyId: record.keyId, visible: record.visible, replacedVisible: old.visible, expiresAt: iso(expiresAt) };
+}
+
+/** One key in detail: what `key list` shows, plus its current limit window and its last use. */
+export interface KeyDetail extends KeyView {
+  /** The credit limit's current window: its id and what is settled and held in it. */
+  readonly window: { readonly id: string; readonly settledMicros: number; readonly heldMicros: number } | null;
+  /** Start of the newest settled request of the key found in the last 90 days; null when none. */
+  readonly lastUsedAt: string | null;
+}
+
+/** How far back `showKey` looks for the key's last use. */
+export const LAST_USE_LOOKBACK_MS = 90 * 86_400_000;
+
+/** A key with its limit window's settled and held amounts and its last use. */
+export async function showKey(ctx: AdminContext, ref: KeyRef): Promise<KeyDetail> {
+  const key = await resolveKey(ctx, ref, { includeEnded: true });
+  const now = nowOf(ctx);
+  const cadence = key.creditWindow ?? 'monthly';
+  const [windowOut, lastUsed] = await Promise.all([
+    key.creditLimitMicros === undefined
+      ? Promise.resolve(undefined)
+      : ctx.doc
+          // The key's window lives under the key's own partition (the store's layout).
+          .send(new GetCommand({ TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, 0, windowKeys.key(key.keyId, cadence, now)), ConsistentRead: true }))
+          .then((o) => o.Item as WindowRecord | undefined),
+    lastUseOfKey(ctx, { workspaceId: key.workspaceId, keyId: key.keyId, sinceMs: now - LAST_USE_LOOKBACK_MS, untilMs: now }),
+  ]);
+  return {
+    ...toView(key, now),
+    window:
+      key.creditLimitMicros === undefined
+        ? null
+        : { id: windowId(cadence, now), settledMicros: windowOut?.settledMicros ?? 0, heldMicros: windowOut?.heldMicros ?? 0 },
+    lastUsedAt: iso(lastUsed),
+  };
 }

@@ -3,8 +3,8 @@
  * workspace records only the secret's name. No table ever holds the key itself.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { AdminContext } from '../context';
-import { table } from '../context';
+import type { AdminContext } from './directory-context';
+import { table } from './directory-context';
 import {
   AdminError,
   ByokNotSetError,
@@ -12,12 +12,12 @@ import {
   ProviderNotFoundError,
   SecretStoreMissingError,
   ValidationError,
-} from '../errors';
-import type { SecretStore } from '../secret-store';
-import { byokSecretName } from '../secret-store';
-import { providerPk } from '../catalog-items';
-import { isProviderName } from '../validate';
-import { requireWorkspace, updateMeta } from './common';
+} from './directory-errors';
+import type { SecretStore } from './directory-secrets';
+import { byokSecretName } from './directory-secrets';
+import { providerPk } from '../catalog/items';
+import { isProviderName } from './directory-validate';
+import { requireWorkspace, updateMeta } from './directory-common';
 
 function secretsOf(ctx: AdminContext): SecretStore {
   if (ctx.secrets === undefined) throw new SecretStoreMissingError();
@@ -99,4 +99,10 @@ export async function removeByokKey(
   );
   await secrets.delete(secretName);
   return { provider: input.provider, secretName };
+}
+
+/** The providers for which a workspace holds its own key: names only, never a key or a secret value. */
+export async function listByokProviders(ctx: AdminContext, input: { workspaceId: string }): Promise<{ providers: string[] }> {
+  const ws = await requireWorkspace(ctx, input.workspaceId);
+  return { providers: Object.keys(ws.byok ?? {}).sort() };
 }

@@ -1,10 +1,10 @@
 /**
  * Argument checks and money conversions shared by the admin operations. Pure: no SDK, no I/O.
  */
-import { MAX_MODEL_ID_LENGTH } from '../lambdas/core/model-id';
-import { InvalidPinnedIdError } from '../lambdas/catalog/errors';
-import { RESERVED_PROVIDER_NAMES, isModelFieldShaped, isProviderName, parsePinnedId as parsePinned } from '../lambdas/catalog/ids';
-import { ValidationError } from './errors';
+import { MAX_MODEL_ID_LENGTH } from '../core/model-id';
+import { InvalidPinnedIdError } from '../catalog/errors';
+import { RESERVED_PROVIDER_NAMES, isModelFieldShaped, isProviderName, parsePinnedId as parsePinned } from '../catalog/ids';
+import { ValidationError } from './directory-errors';
 
 /** Micro-units per minor unit: the ledger counts millionths of a cent. */
 export const MICROS_PER_MINOR = 1_000_000;

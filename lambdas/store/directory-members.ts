@@ -3,13 +3,13 @@
  * the keys minted for them.
  */
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { MemberRecord } from '../../lambdas/shared/records';
-import type { AdminContext, TransactItem } from '../context';
-import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from '../context';
-import { ConcurrentUpdateError, MemberNotFoundError, OwnerRemovalError, ValidationError, WorkspaceNotFoundError } from '../errors';
-import { checkEmail, minorToMicros } from '../validate';
-import { checkWorkspaceId, listMemberRecords } from './common';
-import { queryKeyRecords } from './keys';
+import type { MemberRecord } from '../shared/records';
+import type { AdminContext, TransactItem } from './directory-context';
+import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
+import { ConcurrentUpdateError, MemberNotFoundError, OwnerRemovalError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
+import { checkEmail, minorToMicros } from './directory-validate';
+import { checkWorkspaceId, getWorkspace, listMemberRecords } from './directory-common';
+import { queryKeyRecords } from './directory-keys';
 
 /** Adds a (non-owner) member. An e-mail already in the workspace is refused. */
 export async function addMember(ctx: AdminContext, input: { workspaceId: string; email?: string }): Promise<{ memberId: string }> {
@@ -152,4 +152,16 @@ export async function removeMember(
     (input.revokeKeys ? revokedKeyIds : keptKeyIds).push(...keys.map((k) => k.keyId));
   }
   throw new ConcurrentUpdateError(`the keys of member ${memberId}`);
+}
+
+/** A workspace's members, owner first. */
+export async function listMembers(
+  ctx: AdminContext,
+  input: { workspaceId: string },
+): Promise<{ memberId: string; role: 'owner' | 'member'; email: string | null; monthlyLimitMicros: number | null }[]> {
+  checkWorkspaceId(input.workspaceId);
+  if ((await getWorkspace(ctx, input.workspaceId)) === undefined) throw new WorkspaceNotFoundError(input.workspaceId);
+  return (await listMemberRecords(ctx, input.workspaceId))
+    .map((m) => ({ memberId: m.memberId, role: m.role, email: m.email ?? null, monthlyLimitMicros: m.monthlyLimitMicros ?? null }))
+    .sort((a, b) => (a.role === b.role ? a.memberId.localeCompare(b.memberId) : a.role === 'owner' ? -1 : 1));
 }

@@ -1,0 +1,239 @@
+/**
+ * Every balance read and write of the management API, behind one small port.
+ *
+ * Writes go to slice 0 of the ledger (the `BALANCE` item), and the workspace's statement is kept
+ * beside it under the same partition:
+ * - `STATEMENT#<ISO time>#<requestId>`: one top-up or adjustment (who, when, amount, reference or reason);
+ * - `CREDITREF#<reference>`: the top-up a reference made, so a reference credits once.
+ * The balance change, its statement entry and its reference marker are one transaction, so the
+ * statement cannot disagree with the balance and a retried top-up cannot credit twice.
+ */
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { randomBytes } from 'node:crypto';
+import { readBalance } from './balance';
+import type { AdminContext } from './directory-context';
+import { BALANCE, failedAt, ledgerPk, nowOf, table, transact } from './directory-context';
+import { BelowHeldError, ReferenceUsedError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
+import { checkWorkspaceId, getWorkspace } from './directory-common';
+import { minorToMicros } from './directory-validate';
+
+/** A workspace's balance: `available + held + spent = credited`, all micro-units. */
+export interface BalanceView {
+  readonly availableMicros: number;
+  readonly heldMicros: number;
+  readonly spentMicros: number;
+  readonly creditedMicros: number;
+}
+
+/** One line of a workspace's statement. */
+export interface StatementEntry {
+  readonly kind: 'credit' | 'adjustment';
+  readonly at: number;
+  /** Signed for adjustments; positive for credits. */
+  readonly amountMicros: number;
+  readonly reference: string | null;
+  readonly reason: string | null;
+  readonly who: string;
+  readonly requestId: string;
+}
+
+/** Who made a change and under which request: every balance write is attributed. */
+export interface Actor {
+  readonly who: string;
+  readonly requestId: string;
+}
+
+/** The result of a top-up: applied now, or already applied earlier under the same reference. */
+export type CreditResult =
+  | { readonly applied: true; readonly entry: StatementEntry; readonly balance: BalanceView }
+  | { readonly applied: false; readonly entry: StatementEntry; readonly balance: BalanceView };
+
+/** The balance operations of the management API. */
+export interface BalancePort {
+  /** The workspace's balance; throws `WorkspaceNotFoundError` when it has none. */
+  read(workspaceId: string): Promise<BalanceView>;
+  /** Adds credit at face value; a reference used before with the same amount changes nothing. */
+  credit(input: { workspaceId: string; micros: number; reference?: string } & Actor): Promise<CreditResult>;
+  /** Corrects the balance by a signed amount, never below zero and never below what is held. */
+  adjust(input: { workspaceId: string; deltaMicros: number; reason: string } & Actor): Promise<{ entry: StatementEntry; balance: BalanceView }>;
+  /** The statement, newest first. */
+  statement(workspaceId: string, limit: number): Promise<StatementEntry[]>;
+}
+
+const STATEMENT_PREFIX = 'STATEMENT#';
+const REF_PREFIX = 'CREDITREF#';
+
+/** References are the operator's own ids (an invoice number): short, printable, no spaces. */
+function checkReference(reference: string): string {
+  if (!/^[A-Za-z0-9._:/@#-]{1,128}$/.test(reference)) {
+    throw new ValidationError('a reference is 1 to 128 characters of letters, digits and . _ : / @ # -');
+  }
+  return reference;
+}
+
+function checkReason(reason: string): string {
+  const trimmed = reason.trim();
+  if (trimmed.length === 0 || trimmed.length > 200 || /\p{Cc}/u.test(trimmed)) {
+    throw new ValidationError('an adjustment needs a reason of 1 to 200 printable characters');
+  }
+  return trimmed;
+}
+
+function toEntry(item: Record<string, unknown>): StatementEntry {
+  return {
+    kind: item['kind'] === 'adjustment' ? 'adjustment' : 'credit',
+    at: Number(item['at']),
+    amountMicros: Number(item['amountMicros']),
+    reference: typeof item['reference'] === 'string' ? item['reference'] : null,
+    reason: typeof item['reason'] === 'string' ? item['reason'] : null,
+    who: String(item['who']),
+    requestId: String(item['requestId']),
+  };
+}
+
+/**
+ * The port on the ledger: top-ups and adjustments land on slice 0 (`BALANCE`), where the store's
+ * own `creditWorkspace` puts credit too; reads are the workspace-wide sum over every slice.
+ */
+export class DynamoBalancePort implements BalancePort {
+  constructor(private readonly ctx: AdminContext) {}
+
+  async read(workspaceId: string): Promise<BalanceView> {
+    checkWorkspaceId(workspaceId);
+    const out = await this.ctx.doc.send(
+      new GetCommand({ TableName: table(this.ctx, 'ledger'), Key: { pk: ledgerPk(workspaceId), sk: BALANCE }, ConsistentRead: true, ProjectionExpression: 'pk' }),
+    );
+    if (out.Item === undefined) throw new WorkspaceNotFoundError(workspaceId);
+    // A hot workspace's balance is split into escrow slices: the store sums them from one snapshot.
+    const b = await readBalance(this.ctx.doc, { ledger: table(this.ctx, 'ledger'), holds: table(this.ctx, 'holds'), usage: table(this.ctx, 'usage') }, workspaceId, nowOf(this.ctx));
+    return { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros };
+  }
+
+  async credit(input: { workspaceId: string; micros: number; reference?: string } & Actor): Promise<CreditResult> {
+    checkWorkspaceId(input.workspaceId);
+    const micros = input.micros;
+    if (!Number.isSafeInteger(micros) || micros <= 0) throw new ValidationError('a credit is a positive whole number of micro-units');
+    const reference = input.reference === undefined ? undefined : checkReference(input.reference);
+    const at = nowOf(this.ctx);
+    const pk = ledgerPk(input.workspaceId);
+    const entry: StatementEntry = { kind: 'credit', at, amountMicros: micros, reference: reference ?? null, reason: null, who: input.who, requestId: input.requestId };
+    const ledger = table(this.ctx, 'ledger');
+    try {
+      await transact(
+        this.ctx,
+        [
+          {
+            Update: {
+              TableName: ledger,
+              Key: { pk, sk: BALANCE },
+              UpdateExpression: 'ADD availableMicros :m, creditedMicros :m',
+              // The balance item exists only for a created workspace. The ceiling keeps every
+              // ledger figure (each at most `credited`) an exact JavaScript integer.
+              ConditionExpression: 'attribute_exists(pk) AND creditedMicros <= :ceiling',
+              ExpressionAttributeValues: { ':m': micros, ':ceiling': Number.MAX_SAFE_INTEGER - micros },
+            },
+          },
+          { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
+          ...(reference === undefined
+            ? []
+            : [{ Put: { TableName: ledger, Item: { pk, sk: `${REF_PREFIX}${reference}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } }]),
+        ],
+        async (reasons) => {
+          if (failedAt(reasons, 0)) {
+            return (await getWorkspace(this.ctx, input.workspaceId)) === undefined
+              ? new WorkspaceNotFoundError(input.workspaceId)
+              : new ValidationError('that credit would take the balance beyond what Sluice can count exactly');
+          }
+          if (failedAt(reasons, 2)) return new ReferenceTakenSignal();
+          return undefined;
+        },
+      );
+    } catch (err) {
+      if (!(err instanceof ReferenceTakenSignal) || reference === undefined) throw err;
+      const got = await this.ctx.doc.send(new GetCommand({ TableName: ledger, Key: { pk, sk: `${REF_PREFIX}${reference}` }, ConsistentRead: true }));
+      const original = toEntry((got.Item ?? {}) as Record<string, unknown>);
+      // The same top-up sent again (a retry, a double click) is answered, not refused.
+      if (original.amountMicros !== micros) throw new ReferenceUsedError(reference, original.amountMicros, original.at);
+      return { applied: false, entry: original, balance: await this.read(input.workspaceId) };
+    }
+    return { applied: true, entry, balance: await this.read(input.workspaceId) };
+  }
+
+  async adjust(input: { workspaceId: string; deltaMicros: number; reason: string } & Actor): Promise<{ entry: StatementEntry; balance: BalanceView }> {
+    checkWorkspaceId(input.workspaceId);
+    const delta = input.deltaMicros;
+    if (!Number.isSafeInteger(delta) || delta === 0) throw new ValidationError('an adjustment is a non-zero whole number of micro-units');
+    const reason = checkReason(input.reason);
+    const at = nowOf(this.ctx);
+    const pk = ledgerPk(input.workspaceId);
+    const ledger = table(this.ctx, 'ledger');
+    const entry: StatementEntry = { kind: 'adjustment', at, amountMicros: delta, reference: null, reason, who: input.who, requestId: input.requestId };
+    await transact(
+      this.ctx,
+      [
+        {
+          Update: {
+            TableName: ledger,
+            Key: { pk, sk: BALANCE },
+            UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
+            // `available` excludes what is held, so keeping it at or above zero keeps the balance
+            // at or above what running requests hold; the ceiling keeps figures exact.
+            ConditionExpression: 'attribute_exists(pk) AND availableMicros >= :need AND creditedMicros <= :ceiling',
+            ExpressionAttributeValues: { ':d': delta, ':need': Math.max(0, -delta), ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, delta) },
+          },
+        },
+        { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
+      ],
+      async (reasons) => {
+        if (!failedAt(reasons, 0)) return undefined;
+        if ((await getWorkspace(this.ctx, input.workspaceId)) === undefined) return new WorkspaceNotFoundError(input.workspaceId);
+        const b = await this.read(input.workspaceId);
+        return new BelowHeldError(
+          `an adjustment of ${delta} micro-units would take the balance below what is held: available ${b.availableMicros}, held ${b.heldMicros} micro-units`,
+        );
+      },
+    );
+    return { entry, balance: await this.read(input.workspaceId) };
+  }
+
+  async statement(workspaceId: string, limit: number): Promise<StatementEntry[]> {
+    checkWorkspaceId(workspaceId);
+    if ((await getWorkspace(this.ctx, workspaceId)) === undefined) throw new WorkspaceNotFoundError(workspaceId);
+    const entries: StatementEntry[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.ctx.doc.send(
+        new QueryCommand({
+          TableName: table(this.ctx, 'ledger'),
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': ledgerPk(workspaceId), ':prefix': STATEMENT_PREFIX },
+          ScanIndexForward: false,
+          ConsistentRead: true,
+          Limit: limit,
+          ExclusiveStartKey: start,
+        }),
+      );
+      entries.push(...(out.Items ?? []).map((i) => toEntry(i)));
+      start = out.LastEvaluatedKey;
+    } while (start !== undefined && entries.length < limit);
+    return entries.slice(0, limit);
+  }
+}
+
+/** Raised inside a credit when the reference marker already exists; never leaves this module. */
+class ReferenceTakenSignal extends Error {}
+
+/**
+ * Adds `minor` minor units of credit outside the management API (local mode's seed, tests):
+ * the same write as an operator's top-up, attributed to `local`.
+ */
+export async function addCredit(ctx: AdminContext, input: { workspaceId: string; minor: number }): Promise<{ availableMicros: number }> {
+  const micros = minorToMicros(input.minor, 'credit');
+  const out = await new DynamoBalancePort(ctx).credit({
+    workspaceId: input.workspaceId,
+    micros,
+    who: 'local',
+    requestId: `seed_${randomBytes(8).toString('hex')}`,
+  });
+  return { availableMicros: out.balance.availableMicros };
+}
