@@ -16,7 +16,7 @@ import { KEY_SLICES, keySliceOf } from '../../lambdas/core/key-slices';
 import { windowKeys } from '../../lambdas/core/windows';
 import { keySlicePk } from '../../lambdas/store/keys';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { addCredit, createWorkspace, type AdminContext } from '../../cli/ops';
+import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
 
 let tables: TestTables;
