@@ -38,7 +38,7 @@ import { sdkControls } from './phases/sdk-controls';
 import { throughputPhase } from './phases/throughput';
 import { streamTtfb } from './phases/ttfb';
 import { warmUp } from './phases/warm-up';
-import { buildResults } from './report';
+import { buildResults } from './report-targets';
 import { guardRun, log, startStack } from './stack';
 import { summarize } from './stats';
 import { storeMapMain } from './store-map';

@@ -7,7 +7,8 @@ import path from 'node:path';
 import type { Plan } from './args';
 import { cdfChart } from './chart';
 import { renderProfile, type ProfileSummary } from './profile-summary';
-import { renderTables, type Results } from './report';
+import type { Results } from './report';
+import { renderTables } from './report-tables';
 import { round } from './stats';
 
 type SideSamples = { readonly gateway: readonly number[]; readonly direct: readonly number[]; readonly relay: readonly number[] };
