@@ -26,6 +26,7 @@ export function benchTables(): { ledger: string; holds: string; usage: string } 
   return { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') };
 }
 
+/** The floor's ledger over DynamoWire, and the samples it keeps per phase. */
 export class Floor {
   private readonly trips: TripCounts;
   private readonly ledger: DynamoLedger;

@@ -28,6 +28,7 @@ const DIRECT = '#1f77b4';
 const RELAY = '#2ca02c';
 const FLOOR = '#7f7f7f';
 
+/** Prints the tables and writes bench.json and latency.svg under `outDir`. */
 export function writeReport(outDir: string, plan: Plan, results: Results, profile: ProfileSummary | undefined, s: ChartSamples): void {
   process.stdout.write(`${renderTables(results)}\n`);
   if (profile !== undefined) process.stdout.write(`\n${renderProfile(profile)}\n`);

@@ -24,6 +24,7 @@ function perChunk(longCpu: number, longFrames: number, shortCpuUs: number, short
   return (longCpu - shortCpuUs) / Math.max(1, longFrames - shortFrames);
 }
 
+/** Runs phase 6 (paced, then busy); `long` is phase 5's long paced streams. */
 export async function chunkCpu(stack: Stack, plan: Plan, long: ChunkGaps): Promise<ChunkCpu> {
   const { gw, relay, gwT, relayT, sim, callers } = stack;
   const { paced, bodyFor, keyFor, directKey } = stack.requests;

@@ -19,6 +19,7 @@ function gaps(t: StreamTiming): number[] {
   return t.frameTimes.slice(1).map((v, i) => v - (t.frameTimes[i] as number));
 }
 
+/** Runs phase 5: `plan.gapStreams` paced streams per side, with the stats phase 6 regresses on. */
 export async function chunkGaps(stack: Stack, plan: Plan): Promise<ChunkGaps> {
   const { gw, relay, gwT, directT, relayT } = stack;
   const { paced, bodyFor, keyFor } = stack.requests;

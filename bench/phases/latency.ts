@@ -19,6 +19,7 @@ export interface Latency {
   readonly phases: PhaseReport;
 }
 
+/** Runs phase 1 and returns its samples and figures; the floor's samples are this phase's own. */
 export async function nonStreamedLatency(stack: Stack, plan: Plan): Promise<Latency> {
   const { gw, gwT, directT, relayT, floor } = stack;
   const { short, bodyFor, keyFor } = stack.requests;

@@ -26,6 +26,7 @@ async function idleWakeupCpuUs(n: number, ms: number): Promise<number> {
   return (c.user + c.system) / n;
 }
 
+/** Runs the controls that need the stack stopped; `stack.stopServices()` must have run. */
 export async function quietControls(stack: Stack, plan: Plan, options: Options): Promise<QuietControls> {
   const { bundles, profileDir } = stack;
   let profile: ProfileSummary | undefined;

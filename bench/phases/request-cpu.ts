@@ -20,6 +20,7 @@ async function sequentialCpu(proc: GatewayProcess, t: Target, n: number, body: B
   return { totalUs: cpuUs(a, b) / n, systemUs: (b.cpuSystemUs - a.cpuSystemUs) / n };
 }
 
+/** Runs phase 2: `plan.cpuRequests` sequential requests to the gateway, then to the bare relay. */
 export async function requestCpu(stack: Stack, plan: Plan): Promise<RequestCpu> {
   const { short, firstKey, directKey } = stack.requests;
   log(`CPU per request (${plan.cpuRequests} sequential requests to the gateway, then to the bare relay)`);

@@ -36,14 +36,17 @@ export interface Bodies {
   readonly direct: Buffer;
 }
 
+/** The gateway's and the direct call's body for one request. */
 export function bodies(model: string, stream: boolean, maxTokens = MAX_TOKENS): Bodies {
   return { gateway: chatBody(`local/${model}`, stream, maxTokens), direct: chatBody(model, stream, maxTokens) };
 }
 
+/** The bearer header for a raw key. */
 export function authHeaders(key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` };
 }
 
+/** Throws unless the side answered 200: a failed request is never a sample. */
 export function expectOk(t: { status: number }, what: string): void {
   if (t.status !== 200) throw new Error(`${what} answered ${t.status}`);
 }
@@ -60,6 +63,7 @@ export interface Requests {
   keyFor(t: Target): Record<string, string>;
 }
 
+/** The bodies and keys for `first`, the caller of the sequential phases. */
 export function requestsFor(first: Caller): Requests {
   const firstKey = authHeaders(first.rawKey);
   const directKey = authHeaders(first.rawKey);
@@ -79,6 +83,7 @@ export function rotation<T>(items: readonly T[], i: number): T[] {
   return items.map((_, k) => items[(i + k) % items.length] as T);
 }
 
+/** CPU (user + system) a process spent between two stats, microseconds. */
 export function cpuUs(a: GatewayStats, b: GatewayStats): number {
   return b.cpuUserUs - a.cpuUserUs + (b.cpuSystemUs - a.cpuSystemUs);
 }
@@ -88,6 +93,7 @@ export function wakeupsPer(a: GatewayStats, b: GatewayStats, frames: number): nu
   return a.wakeups < 0 || b.wakeups < 0 ? Number.NaN : (b.wakeups - a.wakeups) / Math.max(1, frames);
 }
 
+/** The process's store round trips so far, ledger and lookups. */
 export function totalTrips(s: GatewayStats): number {
   return s.trips.ledger + s.trips.lookups;
 }

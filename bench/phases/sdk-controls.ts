@@ -37,6 +37,7 @@ async function callsOver(stack: Stack, plan: Plan, client: DocumentSender, what:
   return cpuUs;
 }
 
+/** Runs the two SDK controls, DocumentClient first, each `plan.sdkCalls` measured calls. */
 export async function sdkControls(stack: Stack, plan: Plan): Promise<SdkControls> {
   log(`control: the AWS SDK client's CPU per TransactWriteItems (${plan.sdkCalls} calls)`);
   const sdkCpuUs = await callsOver(stack, plan, stack.doc, 'SDK');

@@ -20,6 +20,7 @@ function merge(runs: readonly LoadResult[]): Throughput['gateway'] {
   return { rps: (ok / elapsed) * 1000, ok, failed, latency: summarize(runs.flatMap((r) => r.latenciesMs)), ...(firstError === undefined ? {} : { firstError }) };
 }
 
+/** Runs phase 3: for each concurrency, closed loops of `plan.sliceMs` per side for `plan.rounds` rounds. */
 export async function throughputPhase(stack: Stack, plan: Plan): Promise<ThroughputFigures> {
   const { gw, gwT, directT, callers } = stack;
   const { short, directKey } = stack.requests;

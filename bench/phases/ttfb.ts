@@ -19,6 +19,7 @@ export interface Ttfb {
   readonly phases: PhaseReport;
 }
 
+/** Runs phase 4 and returns its samples and figures; the floor's samples are this phase's own. */
 export async function streamTtfb(stack: Stack, plan: Plan): Promise<Ttfb> {
   const { gw, gwT, directT, relayT, floor } = stack;
   const { shortStream, bodyFor, keyFor } = stack.requests;

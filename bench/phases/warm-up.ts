@@ -4,6 +4,7 @@ import { closedLoop, post, postStream } from '../load';
 import { log, type Stack } from '../stack';
 import { authHeaders, expectOk, type Caller } from './requests';
 
+/** Sends every side some load, the floor 100 unkept transactions and 20 streams per side; ends with the gateway idle. */
 export async function warmUp(stack: Stack, plan: Plan): Promise<void> {
   const { gwT, directT, relayT, callers, floor, gw } = stack;
   const { short, shortStream, directKey, bodyFor, keyFor } = stack.requests;
