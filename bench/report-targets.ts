@@ -1,0 +1,104 @@
+/**
+ * The targets each of a run's figures is held to, and the run's `Results` (what bench.json holds)
+ * built from its figures.
+ */
+import os from 'node:os';
+import { MB, type Results, type RunFigures, type TargetResult } from './report';
+import { round } from './stats';
+
+export function onlyValue(h: readonly { value: number; count: number }[], value: number): boolean {
+  return h.length > 0 && h.every((e) => e.value === value);
+}
+
+export function fmtHist(h: readonly { value: number; count: number }[]): string {
+  return h.map((e) => `${e.value}:${e.count}`).join(' ');
+}
+
+export function targets(f: RunFigures): TargetResult[] {
+  const ms = (v: number): string => `${round(v)} ms`;
+  const latencyP50Limit = 1.25 * f.floor.p50 + 1;
+  const latencyP99Limit = 2 * f.floor.p99;
+  const ttfbP50Limit = 1.25 * f.floorStream.p50 + 1;
+  const ttfbP99Limit = 2 * f.floorStream.p99;
+  const warmOne = onlyValue(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm, 1) && onlyValue(f.streamTrips.ledgerBeforeFirstByteOnWarm, 1);
+  const duringNone = onlyValue(f.nonStreamTrips.during, 0) && onlyValue(f.streamTrips.during, 0);
+  const settledAfter = f.nonStreamTrips.afterEnd.every((e) => e.value >= 1) && f.streamTrips.afterEnd.every((e) => e.value >= 1);
+  const frames = f.frames;
+  // Scheduling on a loaded machine can put two frames into one read on any hop; the control
+  // relay shows how often that happens without Sluice, and a small allowance covers the rest.
+  const coalescingAllowance = Math.max(1, Math.ceil(frames.gateway.frames * 0.005));
+  const coalescingLimit = Math.max(frames.direct.coalescedReads, frames.relay.coalescedReads) + coalescingAllowance;
+  return [
+    { name: 'added non-streamed latency p50 (c=1)', figure: ms(f.c1.addedP50), limit: `<= 1.25 x txn p50 + 1 ms = ${ms(latencyP50Limit)}`, met: f.c1.addedP50 <= latencyP50Limit },
+    { name: 'added non-streamed latency p99 (c=1)', figure: ms(f.c1.addedP99), limit: `<= 2 x txn p99 = ${ms(latencyP99Limit)}`, met: f.c1.addedP99 <= latencyP99Limit },
+    {
+      name: 'store round trips before first byte (warm)',
+      figure: `non-stream ${fmtHist(f.nonStreamTrips.ledgerBeforeFirstByteOnWarm)}, stream ${fmtHist(f.streamTrips.ledgerBeforeFirstByteOnWarm)} (trips:requests)`,
+      limit: 'exactly 1',
+      met: warmOne,
+    },
+    {
+      name: 'settlement after the reply ends',
+      figure: `during reply ${fmtHist(f.nonStreamTrips.during)} / ${fmtHist(f.streamTrips.during)}, after end ${fmtHist(f.nonStreamTrips.afterEnd)} / ${fmtHist(f.streamTrips.afterEnd)}`,
+      limit: '0 during, >= 1 after',
+      met: duringNone && settledAfter,
+    },
+    { name: 'added stream TTFB p50', figure: ms(f.ttfb.addedP50), limit: `<= 1.25 x txn p50 + 1 ms = ${ms(ttfbP50Limit)}`, met: f.ttfb.addedP50 <= ttfbP50Limit },
+    { name: 'added stream TTFB p99', figure: ms(f.ttfb.addedP99), limit: `<= 2 x txn p99 = ${ms(ttfbP99Limit)}`, met: f.ttfb.addedP99 <= ttfbP99Limit },
+    { name: 'added gap between chunks p99', figure: ms(f.gap.addedP99), limit: '<= 1 ms', met: f.gap.addedP99 <= 1 },
+    {
+      name: 'frames not held back or coalesced',
+      figure: `frames ${frames.gateway.frames} (direct ${frames.direct.frames}); reads with >1 frame: gateway ${frames.gateway.coalescedReads}, direct ${frames.direct.coalescedReads}, relay ${frames.relay.coalescedReads}`,
+      limit: `same frames; coalesced reads <= max(direct, relay) + 0.5% = ${coalescingLimit}`,
+      met: frames.gateway.frames === frames.direct.frames && frames.gateway.coalescedReads <= coalescingLimit,
+    },
+    {
+      // A warm process reuses memory it already holds, so RSS may not move at all; the heap and
+      // the Buffers outside it (external) show what the stream itself allocated meanwhile.
+      name: '100 MiB stream: gateway memory growth',
+      figure: `RSS +${round(f.big.rssGrowth / MB)} MiB; heap +${round(f.big.heapGrowth / MB)} MiB, external +${round(f.big.externalGrowth / MB)} MiB`,
+      limit: 'max(RSS, heap + external) < 64 MiB; stream complete',
+      met: Math.max(f.big.rssGrowth, f.big.heapGrowth + f.big.externalGrowth) < 64 * MB && f.big.sawDone && f.big.gatewayBytes >= f.plan.bigBytes,
+    },
+    { name: 'gateway CPU per non-streamed request', figure: `${round(f.cpu.perNonStreamedRequestUs / 1000)} ms (bare relay ${round(f.cpu.relayPerRequestUs / 1000)} ms)`, limit: '<= 0.5 ms', met: f.cpu.perNonStreamedRequestUs <= 500 },
+    {
+      name: 'gateway CPU per SSE chunk (paced, busy process)',
+      figure: `${round(f.cpu.perChunkBusyUs)} us with ${f.cpu.busy.gateway.concurrency} streams in flight (bare relay ${round(f.cpu.relayPerChunkBusyUs)} us)`,
+      limit: '<= 10 us',
+      met: f.cpu.perChunkBusyUs <= 10,
+    },
+    { name: 'bundled gateway size (minified)', figure: `${f.bundles.handlerBytes} B`, limit: '<= 1 MB (1,000,000 B)', met: f.bundles.handlerBytes <= 1_000_000 },
+    { name: 'module init (median, fresh process)', figure: ms(f.init.requireMs.p50), limit: '<= 150 ms', met: f.init.requireMs.p50 <= 150 },
+  ];
+}
+
+export function buildResults(f: RunFigures): Results {
+  const cpus = os.cpus();
+  return {
+    when: new Date().toISOString(),
+    machine: {
+      node: process.version,
+      cpus: cpus.length,
+      cpuModel: cpus[0]?.model ?? 'unknown',
+      platform: `${os.platform()} ${os.release()}`,
+      loadAverageStart: f.loadAverageStart,
+      loadAverageEnd: os.loadavg()[0] ?? Number.NaN,
+    },
+    options: f.options,
+    plan: f.plan,
+    elapsedSeconds: f.elapsedS,
+    units: 'milliseconds unless named otherwise (Us: microseconds; bytes)',
+    floor: { transactWriteItems: f.floor, transactWriteItemsStreamPhase: f.floorStream, clientCpuUs: f.floorCpuUs, retriedTransactions: f.txnRetries.length },
+    nonStreamedC1: f.c1,
+    throughput: f.throughput,
+    stream: { ttfb: f.ttfb, gapBetweenChunks: f.gap, frames: f.frames },
+    roundTrips: { nonStreamed: f.nonStreamTrips, streamed: f.streamTrips },
+    gatewayTimeline: f.phases,
+    cpu: f.cpu,
+    bigStream: f.big,
+    bundle: { handlerBytes: f.bundles.handlerBytes, sourceMapBytes: f.bundles.handlerMapBytes, moduleInit: f.init },
+    gatewayLogLines: f.gatewayLogLines,
+    targets: targets(f),
+    ...(f.profile === undefined ? {} : { profile: f.profile }),
+  };
+}
