@@ -14,10 +14,8 @@ import type { HoldRecord } from '../../lambdas/shared/records';
 import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { sweep } from '../../lambdas/sweeper/sweep';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
-import { testTables, type TestTables } from '../support/dynamo';
+import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 
-/** Store call limits for the race suites (see beforeAll). */
-const RACE_LIMITS = { attemptTimeoutMs: 30_000, callBudgetMs: 60_000 };
 
 let tables: TestTables;
 let wire: DynamoWire;
@@ -27,8 +25,6 @@ const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ 
 
 beforeAll(async () => {
   tables = await testTables();
-  // These suites prove exactness under 200-way concurrency in one process, on a shared machine,
-  // not latency: a call is given a minute where a deployed request gives it 10 s (docs/robustness.md).
   wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc, process.env, RACE_LIMITS);
   admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });

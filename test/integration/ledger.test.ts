@@ -13,11 +13,9 @@ import { tableName } from '../../lambdas/shared/schema';
 import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
-import { testTables, type TestTables } from '../support/dynamo';
+import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { windowKey } from '../../lambdas/store/keys';
 
-/** Store call limits for the race suites (see beforeAll). */
-const RACE_LIMITS = { attemptTimeoutMs: 30_000, callBudgetMs: 60_000 };
 
 let tables: TestTables;
 let ledger: DynamoLedger;
@@ -27,8 +25,6 @@ const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.pr
 
 beforeAll(async () => {
   tables = await testTables();
-  // These suites prove exactness under 200-way concurrency in one process, on a shared machine,
-  // not latency: a call is given a minute where a deployed request gives it 10 s (docs/robustness.md).
   wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc, process.env, RACE_LIMITS);
   ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
   admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };

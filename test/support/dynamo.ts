@@ -43,3 +43,10 @@ export async function testTables(endpoint: string = testEndpoint()): Promise<Tes
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
   return { client, doc, prefix, endpoint };
 }
+
+/**
+ * Store call limits for the ledger's race suites: they prove exactness under 200 concurrent
+ * admissions in one process on a shared machine, not latency, so a call is given a minute where a
+ * deployed request gives it 10 s (docs/robustness.md).
+ */
+export const RACE_LIMITS = { attemptTimeoutMs: 30_000, callBudgetMs: 60_000 } as const;
