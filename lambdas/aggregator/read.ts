@@ -6,7 +6,7 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableName } from '../shared/schema';
 import type { Outcome } from '../shared/records';
 import { OUTCOMES } from './aggregate';
-import { rollupItems, rollupPk, type RollupPeriod } from '../store/rollups';
+import { rollupItems, rollupPk, type RollupPeriod, type RollupTotals } from '../store/rollups';
 
 /** Which periods to read: days as `yyyy-mm-dd`, months as `yyyy-mm`, both ends included (UTC). */
 export interface UsageQuery {
@@ -17,23 +17,13 @@ export interface UsageQuery {
 }
 
 /** One totals item: a period's totals overall, for one key, or for one model. */
-export interface UsageRow {
+export interface UsageRow extends RollupTotals {
   readonly period: RollupPeriod;
   /** `yyyy-mm-dd` or `yyyy-mm`. */
   readonly periodId: string;
   readonly scope: 'all' | 'key' | 'model';
   /** The key id or model id; absent for `all`. */
   readonly id?: string;
-  readonly requests: number;
-  readonly byokRequests: number;
-  readonly inputTokens: number;
-  readonly cachedInputTokens: number;
-  readonly outputTokens: number;
-  readonly reasoningTokens: number;
-  readonly chargeMicros: number;
-  readonly uncollectedMicros: number;
-  /** Requests by how they ended; outcomes never seen are absent. */
-  readonly outcomes: Readonly<Partial<Record<Outcome, number>>>;
 }
 
 /** Most periods one query may span: a year of days, ten years of months. */

@@ -36,12 +36,8 @@ const DAY_S = 86_400;
 /** How long a de-duplication marker is kept; see the module comment. */
 const MARKER_RETENTION_S = 35 * DAY_S;
 
-/** What one totals item gains from a batch. */
-export interface RollupDelta {
-  readonly workspaceId: string;
-  readonly period: RollupPeriod;
-  readonly periodId: string;
-  readonly sk: string;
+/** The counts a rollup item adds up: what a batch adds to it, and what a report reads back. */
+export interface RollupTotals {
   readonly requests: number;
   readonly byokRequests: number;
   readonly inputTokens: number;
@@ -52,6 +48,14 @@ export interface RollupDelta {
   readonly uncollectedMicros: number;
   /** Requests by how they ended; only outcomes with a count. */
   readonly outcomes: Readonly<Partial<Record<Outcome, number>>>;
+}
+
+/** What one totals item gains from a batch. */
+export interface RollupDelta extends RollupTotals {
+  readonly workspaceId: string;
+  readonly period: RollupPeriod;
+  readonly periodId: string;
+  readonly sk: string;
 }
 
 /** What came of {@link RollupStore.add}. */
