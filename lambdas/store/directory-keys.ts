@@ -276,6 +276,22 @@ export async function setKeyCreditLimit(
 }
 
 /**
+ * The transaction item that ends a live key of this workspace: revocation and rotation both end a
+ * key this way, and a key already ended (or another workspace's) fails the condition.
+ */
+function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: number) {
+  return {
+    Update: {
+      TableName: table(ctx, 'keys'),
+      Key: { keyHash },
+      UpdateExpression: 'SET revokedAt = :now',
+      ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
+      ExpressionAttributeValues: { ':now': now, ':ws': workspaceId },
+    },
+  };
+}
+
+/**
  * Ends a key (SPEC: a deliberate revoke by somebody with access): it is refused 401
  * `invalid_api_key` once the gateway's key cache lets go of it, and its slot frees. An expired
  * key can be revoked too, which is how its slot comes back. One transaction: the key's end and
@@ -287,15 +303,7 @@ export async function revokeKey(ctx: AdminContext, ref: KeyRef): Promise<{ keyId
   await transact(
     ctx,
     [
-      {
-        Update: {
-          TableName: table(ctx, 'keys'),
-          Key: { keyHash: key.keyHash },
-          UpdateExpression: 'SET revokedAt = :now',
-          ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-          ExpressionAttributeValues: { ':now': now, ':ws': ref.workspaceId },
-        },
-      },
+      endKey(ctx, key.keyHash, ref.workspaceId, now),
       {
         Update: {
           TableName: table(ctx, 'workspaces'),
@@ -350,15 +358,7 @@ export async function rotateKey(
   await transact(
     ctx,
     [
-      {
-        Update: {
-          TableName: table(ctx, 'keys'),
-          Key: { keyHash: old.keyHash },
-          UpdateExpression: 'SET revokedAt = :now',
-          ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-          ExpressionAttributeValues: { ':now': now, ':ws': input.workspaceId },
-        },
-      },
+      endKey(ctx, old.keyHash, input.workspaceId, now),
       { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
     ],
     (reasons) => (failedAt(reasons, 0) ? new KeyNotFoundError(input.workspaceId, old.keyId) : undefined),
