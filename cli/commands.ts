@@ -13,6 +13,7 @@ import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
 import { readCatalogFiles } from './catalog-files';
+import { INVITATION_COMMANDS } from './commands/invitations';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
 export type Values = Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>;
@@ -809,4 +810,5 @@ export const COMMANDS: readonly Command[] = [
       );
     },
   },
+  ...INVITATION_COMMANDS,
 ];
