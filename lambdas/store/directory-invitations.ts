@@ -254,7 +254,8 @@ export async function openInvitation(ctx: AdminContext, input: { workspaceId: st
 /**
  * Accepts an invitation with the passkey the invitee just registered, in one transaction: the
  * invitation ends (still there, same secret, not lapsed), its slot frees, the member is written
- * (or, for an owner invitation, the owner is checked to still be the owner) and the passkey is
+ * (or, for an owner invitation, the owner is checked to still be the owner and given the e-mail
+ * if their record had none) and the passkey is
  * stored. Either all of it happens or none.
  */
 export async function acceptInvitation(
@@ -268,12 +269,14 @@ export async function acceptInvitation(
   const memberItem: TransactItem =
     invitation.role === 'owner'
       ? {
-          ConditionCheck: {
+          // The owner keeps their member record; it gains the invitation's e-mail if it had none.
+          Update: {
             TableName: table(ctx, 'workspaces'),
             Key: { pk: ws, sk: memberSk(invitation.memberId) },
+            UpdateExpression: 'SET email = if_not_exists(email, :email)',
             ConditionExpression: 'attribute_exists(pk) AND #role = :owner',
             ExpressionAttributeNames: { '#role': 'role' },
-            ExpressionAttributeValues: { ':owner': 'owner' },
+            ExpressionAttributeValues: { ':owner': 'owner', ':email': invitation.email },
           },
         }
       : {

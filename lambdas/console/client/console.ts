@@ -168,7 +168,7 @@ function wireCharts(): void {
       width: Math.max(320, el.clientWidth || 640),
       height: 220,
       series: [{}, ...s.series.map((x, i) => ({ label: x.label, stroke: PALETTE[i % PALETTE.length], width: 2, value: (_u: uPlot, v: number | null) => (v === null ? '—' : axisMoney(v)) }))],
-      axes: [{}, { values: (_u: uPlot, vals: number[]) => vals.map(axisMoney), size: 70 }],
+      axes: [{}, { values: (_u: uPlot, vals: number[]) => vals.map(axisMoney), size: 90 }],
       scales: { y: { range: (_u: uPlot, _min: number, max: number) => [0, Math.max(max, 1)] } },
     };
     el.dataset['drawn'] = String(s.series.length);
