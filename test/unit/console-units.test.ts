@@ -138,3 +138,33 @@ describe('escaping', () => {
     expect(jsonBlock('d', { s: '</script><script>x()</script>' })).not.toContain('</script><script>');
   });
 });
+
+describe('eventToConsoleRequest (the Function URL event)', () => {
+  it('keeps the method, raw path, query, lower-cased headers, cookies and a base64 body', async () => {
+    const { eventToConsoleRequest } = await import('../../lambdas/console/handler');
+    const req = eventToConsoleRequest(
+      {
+        version: '2.0',
+        routeKey: '$default',
+        rawPath: '/console/api/pause',
+        rawQueryString: 'a=1',
+        cookies: [`${SESSION_COOKIE}=abc`],
+        headers: { Origin: 'https://console.example.com', 'X-Sluice-Csrf': 't' },
+        queryStringParameters: { a: '1' },
+        requestContext: { http: { method: 'POST', path: '/console/api/pause', protocol: 'HTTP/1.1', sourceIp: '1.2.3.4', userAgent: 'x' } } as never,
+        body: Buffer.from('{"x":1}').toString('base64'),
+        isBase64Encoded: true,
+      },
+      'req_1',
+    );
+    expect(req).toEqual({
+      method: 'POST',
+      path: '/console/api/pause',
+      query: { a: '1' },
+      headers: { origin: 'https://console.example.com', 'x-sluice-csrf': 't' },
+      cookies: [`${SESSION_COOKIE}=abc`],
+      body: '{"x":1}',
+      requestId: 'req_1',
+    });
+  });
+});
