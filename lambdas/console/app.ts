@@ -43,6 +43,17 @@ function signedIn(req: ConsoleRequest, s: NewSession): ConsoleResponse {
   return json(200, req.requestId, { signedIn: true, next: '/console/' }, [sessionCookie(s.sessionId, s.expiresAt)]);
 }
 
+/** The browser's WebAuthn answer, checked for the shape the verifier reads before it reads it. */
+function credentialOf<T>(body: Record<string, unknown>): T {
+  const r = body['response'];
+  const inner = typeof r === 'object' && r !== null ? (r as Record<string, unknown>)['response'] : undefined;
+  const ok =
+    typeof r === 'object' && r !== null && typeof (r as Record<string, unknown>)['id'] === 'string' &&
+    typeof inner === 'object' && inner !== null && typeof (inner as Record<string, unknown>)['clientDataJSON'] === 'string';
+  if (!ok) throw new BadBodyError('response must be the browser’s WebAuthn credential (id, response.clientDataJSON, …)');
+  return r as T;
+}
+
 function str(body: Record<string, unknown>, name: string): string {
   const v = body[name];
   if (typeof v !== 'string' || v === '') throw new BadBodyError(`${name} is required`);
@@ -58,13 +69,13 @@ async function serveSignIn(req: ConsoleRequest, deps: ConsoleDeps, step: string)
     case 'signin/options':
       return json(200, req.requestId, await signInOptions(deps));
     case 'signin/verify':
-      return signedIn(req, await signInVerify(deps, { response: body['response'] as AuthenticationResponseJSON }));
+      return signedIn(req, await signInVerify(deps, { response: credentialOf<AuthenticationResponseJSON>(body) }));
     case 'join/options':
       return json(200, req.requestId, await joinOptions(deps, { workspaceId: str(body, 'workspaceId'), invitation: str(body, 'invitation') }));
     case 'join/verify':
       return signedIn(
         req,
-        await joinVerify(deps, { workspaceId: str(body, 'workspaceId'), invitation: str(body, 'invitation'), response: body['response'] as RegistrationResponseJSON, requestId: req.requestId }),
+        await joinVerify(deps, { workspaceId: str(body, 'workspaceId'), invitation: str(body, 'invitation'), response: credentialOf<RegistrationResponseJSON>(body), requestId: req.requestId }),
       );
     default:
       return refusal(404, 'not_found_error', 'route_not_found', `no console route at ${req.path}`, req.requestId);

@@ -206,3 +206,22 @@ describe('invitations hold a key slot', () => {
     expect(list.body['invitations']).toEqual([]);
   });
 });
+
+describe('sign-in and joining refuse what is not a passkey answer', () => {
+  it.each([
+    ['/console/api/signin/verify', { response: { id: 'x', response: { clientDataJSON: Buffer.from('{"challenge":"AAAAAAAAAAAAAAAAAAAAAA"}').toString('base64url') } } }, 401],
+    ['/console/api/signin/verify', {}, 400],
+    ['/console/api/join/options', { workspaceId: 'ws_00000000000000000000', invitation: 'inv_00000000000000000000.x' }, 404],
+  ])('%s %j → %d, no session', async (path, body, status) => {
+    const out = await callConsole(deps, undefined, 'POST', path, body);
+    expect(out.status).toBe(status);
+    expect(out.res.cookies).toBeUndefined();
+  });
+
+  it('sign-in options need the console’s Origin', async () => {
+    expect((await callConsole(deps, undefined, 'POST', '/console/api/signin/options', {}, { origin: 'https://evil.example' })).status).toBe(403);
+    const ok = await callConsole(deps, undefined, 'POST', '/console/api/signin/options', {});
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ rpId: 'localhost', userVerification: 'required', challenge: expect.any(String) });
+  });
+});
