@@ -80,6 +80,8 @@ export class Console extends Construct {
       ],
       environment: {
         [ENV.secretSource]: 'secrets-manager',
+        // The keys page states the per-key rate (SPEC: the settings screen lists it).
+        [ENV.keyRatePerMinute]: String(stage.keyRatePerMinute),
         [CONSOLE_ENV.sessionMinutes]: String(settings.sessionMinutes),
         ...(settings.origin !== undefined
           ? { [CONSOLE_ENV.origin]: settings.origin }

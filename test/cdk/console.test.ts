@@ -102,6 +102,7 @@ describe.each([
           SLUICE_STAGE: stage,
           SLUICE_TABLE_PREFIX: `sluice-${stage}-`,
           SLUICE_SECRET_SOURCE: 'secrets-manager',
+          SLUICE_KEY_RATE_PER_MINUTE: String(stageSettings(stage).keyRatePerMinute),
           [CONSOLE_ENV.sessionMinutes]: String(settings.sessionMinutes),
         },
       },
