@@ -3,7 +3,7 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
-import { CONSOLE_ENV } from '../lambdas/console/env';
+import { CONSOLE_ENV, ORIGIN_FROM_FUNCTION_URL } from '../lambdas/console/env';
 import { ENV } from '../lambdas/shared/config';
 import type { ProviderSecrets } from './secrets';
 import { SluiceFunction } from './sluice-function';
@@ -24,15 +24,6 @@ export interface ConsoleProps {
    */
   readonly entry?: string;
 }
-
-/**
- * Set instead of `SLUICE_CONSOLE_ORIGIN` when no domain of your own fronts the console: the
- * function then takes its origin from its Function URL's host, as AWS passes it with each request.
- */
-export const CONSOLE_ORIGIN_FROM_ENV = 'SLUICE_CONSOLE_ORIGIN_FROM';
-
-/** The value of {@link CONSOLE_ORIGIN_FROM_ENV} that makes the function take its Function URL's origin. */
-export const ORIGIN_FROM_FUNCTION_URL = 'function-url';
 
 /**
  * The workspace console: server-rendered pages and their private session API, served by one
@@ -85,7 +76,7 @@ export class Console extends Construct {
         [CONSOLE_ENV.sessionMinutes]: String(settings.sessionMinutes),
         ...(settings.origin !== undefined
           ? { [CONSOLE_ENV.origin]: settings.origin }
-          : { [CONSOLE_ORIGIN_FROM_ENV]: ORIGIN_FROM_FUNCTION_URL }),
+          : { [CONSOLE_ENV.originFrom]: ORIGIN_FROM_FUNCTION_URL }),
       },
     }).fn;
 

@@ -9,10 +9,9 @@ import * as path from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { CONSOLE_ASSET_TYPES } from '../../lambdas/console/assets';
-import { CONSOLE_ENV } from '../../lambdas/console/env';
+import { CONSOLE_ENV, ORIGIN_FROM_FUNCTION_URL } from '../../lambdas/console/env';
 import { nagPacks } from '../../lib/nag';
 import type { ProviderKeySource } from '../../lib/provider-file';
-import { CONSOLE_ORIGIN_FROM_ENV, ORIGIN_FROM_FUNCTION_URL } from '../../lib/console';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { STAGE_NAMES, StageConfigError, stageSettings, validateStageSettings, type StageName } from '../../lib/stage';
 
@@ -111,10 +110,10 @@ describe.each([
     if (origin === undefined) {
       // No domain of its own: the function takes its Function URL's origin from each request.
       expect(variables[CONSOLE_ENV.origin]).toBeUndefined();
-      expect(variables[CONSOLE_ORIGIN_FROM_ENV]).toBe(ORIGIN_FROM_FUNCTION_URL);
+      expect(variables[CONSOLE_ENV.originFrom]).toBe(ORIGIN_FROM_FUNCTION_URL);
     } else {
       expect(variables[CONSOLE_ENV.origin]).toBe(origin);
-      expect(variables[CONSOLE_ORIGIN_FROM_ENV]).toBeUndefined();
+      expect(variables[CONSOLE_ENV.originFrom]).toBeUndefined();
     }
     // A bundle (an asset), not the TypeScript source.
     expect(fn.Properties['Code']).toMatchObject({ S3Key: expect.stringMatching(/\.zip$/) });
