@@ -10,9 +10,17 @@ export const CONSOLE_ENV = {
   /**
    * The console's public origin, e.g. `https://console.example.com` or, locally,
    * `http://localhost:8790`. Passkeys are bound to its host name (the WebAuthn RP ID), and every
-   * change must come from it (the Origin check). Required: a console without it refuses to start.
+   * change must come from it (the Origin check). Required, unless {@link CONSOLE_ENV.originFrom}
+   * says where else it comes from: a console with neither refuses to start.
    */
   origin: 'SLUICE_CONSOLE_ORIGIN',
+  /**
+   * `function-url` (CDK sets it when no domain of one's own fronts the console): the origin is the
+   * Function URL's own, `https://<requestContext.domainName>`, a host AWS sets on each request
+   * (not the client's `Host` header). The function cannot be given its own URL at deploy: the
+   * URL depends on the function, and CloudFormation would see a cycle.
+   */
+  originFrom: 'SLUICE_CONSOLE_ORIGIN_FROM',
   /** Name shown by the authenticator when a passkey is made. @default 'Sluice' */
   rpName: 'SLUICE_CONSOLE_RP_NAME',
   /** How long a session lasts after sign-in, in minutes. @default 720 (12 hours) */
@@ -53,9 +61,22 @@ function positive(env: NodeJS.ProcessEnv, name: string, fallback: number, max: n
   return n;
 }
 
-/** Reads and validates the console's settings; throws on a bad value so a cold start fails loudly. */
-export function loadConsoleConfig(env: NodeJS.ProcessEnv = process.env): ConsoleConfig {
-  const raw = env[CONSOLE_ENV.origin];
+/** The value of {@link CONSOLE_ENV.originFrom} that takes the origin from the Function URL. */
+export const ORIGIN_FROM_FUNCTION_URL = 'function-url';
+
+/**
+ * Reads and validates the console's settings; throws on a bad value so a cold start fails loudly.
+ * `functionUrlHost` is the host AWS names in the first request's `requestContext.domainName`,
+ * used only when {@link CONSOLE_ENV.originFrom} is `function-url` and no origin is set.
+ */
+export function loadConsoleConfig(env: NodeJS.ProcessEnv = process.env, functionUrlHost?: string): ConsoleConfig {
+  let raw = env[CONSOLE_ENV.origin];
+  if ((raw === undefined || raw === '') && env[CONSOLE_ENV.originFrom] === ORIGIN_FROM_FUNCTION_URL) {
+    if (functionUrlHost === undefined || functionUrlHost === '') {
+      throw new Error(`${CONSOLE_ENV.originFrom}=${ORIGIN_FROM_FUNCTION_URL} needs the Function URL's host (requestContext.domainName)`);
+    }
+    raw = `https://${functionUrlHost}`;
+  }
   if (raw === undefined || raw === '') throw new Error(`${CONSOLE_ENV.origin} must name the console's origin, e.g. https://console.example.com`);
   let url: URL;
   try {

@@ -32,7 +32,9 @@ export function eventToConsoleRequest(event: APIGatewayProxyEventV2, requestId: 
 
 async function serve(event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> {
   const requestId = `req_${randomBytes(12).toString('hex')}`;
-  deps ??= makeConsoleDeps(loadConfig(), loadConsoleConfig());
+  // The Function URL's host is the same on every request, so the first one settles the origin
+  // when the deploy named none (SLUICE_CONSOLE_ORIGIN_FROM=function-url).
+  deps ??= makeConsoleDeps(loadConfig(), loadConsoleConfig(process.env, event.requestContext.domainName));
   const res = await handleConsole(eventToConsoleRequest(event, requestId), deps);
   return { statusCode: res.status, headers: { ...res.headers }, ...(res.cookies === undefined ? {} : { cookies: [...res.cookies] }), body: res.body };
 }
