@@ -33,6 +33,12 @@ export interface Plan {
   readonly wakeups: number;
   /** Requests the in-memory gateway serves for Sluice's own CPU (`own-cpu.ts`). */
   readonly ownRequests: number;
+  /**
+   * `--round-trips-only`: how long one quiet workspace streams, one request every
+   * `quietGapMs`, so the run crosses the ledger's 30 s upkeep and the spend-rate slots' 64 s reuse.
+   */
+  readonly quietStreamSeconds: number;
+  readonly quietGapMs: number;
 }
 
 export const FULL: Plan = {
@@ -56,6 +62,8 @@ export const FULL: Plan = {
   sdkCalls: 300,
   wakeups: 500,
   ownRequests: 20_000,
+  quietStreamSeconds: 150,
+  quietGapMs: 250,
 };
 
 export const QUICK: Plan = {
@@ -75,6 +83,7 @@ export const QUICK: Plan = {
   sdkCalls: 60,
   wakeups: 200,
   ownRequests: 5_000,
+  quietStreamSeconds: 70,
 };
 
 /** What the command line asked for. */
