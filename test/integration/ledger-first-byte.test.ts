@@ -8,17 +8,23 @@
  * ledger's per-workspace upkeep (every 30 s after a settlement: re-reading slice 0, pruning aged
  * slots) runs many times between admissions. Every store call is counted by the benchmark's own
  * wrapper (`bench/round-trips.ts`), which names each call, so a failure says which one was extra.
+ * The last case serves streamed requests through the real `Gateway` (in-memory directory, catalog
+ * and provider; the ledger on DynamoDB Local) and counts the calls up to the first byte written.
  */
+import { hashKey } from '../../lambdas/core/api-key';
 import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../../lambdas/core/limits';
 import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
-import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
+import { Gateway } from '../../lambdas/gateway/app';
+import type { AdmissionLimits, AdmitRequest, GatewayDeps, Settlement } from '../../lambdas/gateway/ports';
+import { loadConfig } from '../../lambdas/shared/config';
 import { DynamoLedger, readBalance } from '../../lambdas/store';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { callName, countRoundTrips, type TripLog } from '../../bench/round-trips';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
+import { CollectingSink, KEY_ID, MemoryDirectory, RAW_KEY, ScriptedUpstream, memoryCatalog } from '../support/memory-ports';
 
 let tables: TestTables;
 let wire: DynamoWire;
@@ -112,6 +118,70 @@ describe('store round trips before the first byte, quiet workspace', () => {
     const b = await readBalance(tables.doc, ledgerTables(), ws.workspaceId, now + 1000);
     expect(b.heldMicros).toBe(0);
     expect(b.spentMicros).toBe(gaps.length * CHARGE);
+    expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
+  });
+});
+
+/** A sink that notes the store calls made up to the first byte written to the client. */
+class FirstByteSink extends CollectingSink {
+  callsBefore: string[] | undefined;
+  constructor(private readonly from: number) {
+    super();
+  }
+  override write(chunk: Buffer): Promise<void> | undefined {
+    this.callsBefore ??= log.calls.slice(this.from).map(callName);
+    return super.write(chunk);
+  }
+}
+
+describe('the gateway, streamed, on DynamoDB Local: one store call before the first byte', () => {
+  const frame = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`;
+  const chunk = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'sim-small' };
+  const reply = [
+    frame({ ...chunk, choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null }] }),
+    frame({ ...chunk, choices: [], usage: { prompt_tokens: 21, completion_tokens: 2, total_tokens: 23 } }),
+    'data: [DONE]\n\n',
+  ];
+
+  it('a quiet workspace, one stream every 1.1 s of simulated time for 3 minutes, past the upkeep and the slots coming round', async () => {
+    const ws = await createWorkspace(admin, { name: 'first-byte-gateway' });
+    await addCredit(admin, { workspaceId: ws.workspaceId, minor: 100_000 });
+    let now = START;
+    const directory = new MemoryDirectory();
+    const keyHash = hashKey(RAW_KEY);
+    directory.keys.set(keyHash, { keyHash, keyId: KEY_ID, workspaceId: ws.workspaceId, visible: 'slc_dev_…aaaa', createdAt: now });
+    directory.workspaces.set(ws.workspaceId, { pk: ws.workspaceId, sk: 'META', workspaceId: ws.workspaceId, name: 'fb', createdAt: now, paused: false });
+    let id = 0;
+    const deps: GatewayDeps = {
+      config: loadConfig({ SLUICE_STAGE: 'test', SLUICE_KEY_RATE_PER_MINUTE: '100000000' }),
+      keys: directory,
+      workspaces: directory,
+      catalog: memoryCatalog(),
+      secrets: { get: () => Promise.resolve(undefined) },
+      ledger: new DynamoLedger(wire, ledgerTables()),
+      upstream: new ScriptedUpstream(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, chunks: reply })),
+      telemetry: { request: () => undefined },
+      env: { SLUICE_LOCAL_UPSTREAM_URL: 'http://127.0.0.1:9/v1' },
+      clock: () => now,
+      newId: () => `fbgw${(id += 1)}${Math.random().toString(36).slice(2, 8)}`,
+    };
+    const gateway = new Gateway(deps);
+    const body = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 16, stream: true }));
+    const off: string[] = [];
+    const streams = 165;
+    for (let i = 0; i < streams; i += 1) {
+      now += 1_100;
+      const sink = new FirstByteSink(log.calls.length);
+      await gateway.serve({ method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${RAW_KEY}`, 'content-type': 'application/json' }, body, traceId: `t${i}` }, sink);
+      expect(sink.status).toBe(200);
+      expect(sink.text).toContain('data: [DONE]');
+      const before = sink.callsBefore ?? [];
+      if (before.length !== 1 || before[0] !== 'TransactWriteItems') off.push(`stream ${i} at +${now - START} ms: ${before.join(' + ')}`);
+    }
+    expect(off).toEqual([]);
+    const b = await readBalance(tables.doc, ledgerTables(), ws.workspaceId, now + 1000);
+    expect(b.heldMicros).toBe(0);
+    expect(b.spentMicros).toBeGreaterThan(0);
     expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
   });
 });
