@@ -91,7 +91,7 @@ describe('store round trips before the first byte, quiet workspace', () => {
   // aged out), and bursts around a slot's reuse 64 s later. Each case spans several 30 s upkeep
   // intervals and more than two rounds of the 64 slots.
   it.each([
-    ['one request every 1.3 s for 4 minutes', Array.from({ length: 185 }, () => 1_300)],
+    ['one request every 1.3 s for 2.6 minutes', Array.from({ length: 120 }, () => 1_300)],
     ['one request every 7 to 70 s for 20 minutes', Array.from({ length: 30 }, (_, i) => 7_000 + ((i * 9_973) % 63_000))],
     ['bursts of 3 in one second, 64 s apart and 61 to 65 s apart', Array.from({ length: 60 }, (_, i) => (i % 3 === 0 ? 61_000 + ((i / 3) % 5) * 1_000 : 150))],
   ])('%s: every admission is one TransactWriteItems', async (_name, gaps) => {
