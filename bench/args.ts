@@ -85,6 +85,8 @@ export interface Options {
   readonly storeMapOnly: boolean;
   /** Leave the store write map out of a run. */
   readonly noStoreMap: boolean;
+  /** Only the busy per-chunk CPU (gateway and bare relay, alternately) and the 100 MiB stream (`phases/chunk-cpu.ts`). */
+  readonly chunkCpuOnly: boolean;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -97,12 +99,13 @@ export function parseArgs(argv: readonly string[]): Options {
         profile: { type: 'boolean', default: false },
         'store-map-only': { type: 'boolean', default: false },
         'no-store-map': { type: 'boolean', default: false },
+        'chunk-cpu-only': { type: 'boolean', default: false },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true };
+    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true, chunkCpuOnly: values['chunk-cpu-only'] === true };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --chunk-cpu-only)`);
   }
 }

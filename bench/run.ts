@@ -12,6 +12,9 @@
  *   npm run bench -- --quick       a short smoke run (under a minute)
  *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
  *                                  full run also makes at its end (`--no-store-map` to skip it)
+ *   npm run bench -- --chunk-cpu-only   only the busy per-chunk CPU, gateway and bare relay in
+ *                                  turn (three rounds), and the 100 MiB stream's memory: the A/B
+ *                                  tool for per-chunk work (`phases/chunk-cpu.ts`)
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
@@ -29,7 +32,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { FULL, QUICK, parseArgs } from './args';
 import { bigStream } from './phases/big-stream';
-import { chunkCpu } from './phases/chunk-cpu';
+import { chunkCpu, chunkCpuOnly } from './phases/chunk-cpu';
 import { chunkGaps } from './phases/chunk-gaps';
 import { nonStreamedLatency } from './phases/latency';
 import { quietControls } from './phases/quiet-controls';
@@ -132,7 +135,7 @@ async function main(): Promise<void> {
 // figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
 const options = parseArgs(process.argv.slice(2));
 const benchArgs = process.argv.slice(2);
-(options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap ? undefined : storeMapMain(benchArgs)))).then(
+(options.chunkCpuOnly ? chunkCpuOnly(options) : options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
