@@ -4,10 +4,13 @@
  * streams in flight at once (`../chunk-cpu.ts`), so the figure is what a chunk costs and not
  * the machine's price for waking an idle process.
  */
+import { readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { FULL, QUICK, type Options, type Plan } from '../args';
 import { busyChunkCpu, type BusyChunkCpu, type BusyPlan } from '../chunk-cpu';
 import { postStream } from '../load';
+import { renderProfile, summarizeProfile } from '../profile-summary';
 import { MB } from '../report';
 import { guardRun, log, startStack, type Stack } from '../stack';
 import { bigStream } from './big-stream';
@@ -95,7 +98,8 @@ const ONLY_ROUNDS = 3;
  * `npm run bench -- --chunk-cpu-only`: the A/B tool for per-chunk work. Starts the stack, warms
  * it up, runs the busy pair (gateway, then bare relay) three times, then the 100 MiB stream for
  * the gateway's memory; prints each round's figures and a JSON line on stdout. Runs from two
- * worktrees, alternated, compare two versions of the code on the same machine state.
+ * worktrees, alternated, compare two versions of the code on the same machine state. With
+ * `--profile`, the gateway's CPU profile over the whole run is summarised on stderr at the end.
  */
 export async function chunkCpuOnly(options: Options): Promise<void> {
   const plan = options.quick ? QUICK : FULL;
@@ -135,6 +139,15 @@ export async function chunkCpuOnly(options: Options): Promise<void> {
         loadAverage: os.loadavg()[0],
       })}\n`,
     );
+    if (options.profile) {
+      // The gateway writes its profile as it exits; the whole run is in it, warm-up included.
+      await stack.stopServices();
+      const newest = readdirSync(stack.profileDir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => path.join(stack.profileDir, f))
+        .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+      if (newest !== undefined) process.stderr.write(`${renderProfile(summarizeProfile(newest, stack.bundles.gatewayServer, 40))}\n`);
+    }
   } finally {
     run.disarm();
     await run.cleanup.run();
