@@ -12,6 +12,8 @@
  *   npm run bench -- --quick       a short smoke run (under a minute)
  *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
  *                                  full run also makes at its end (`--no-store-map` to skip it)
+ *   npm run bench -- --round-trips-only   only the warm-up and the two phases that count store
+ *                                  round trips (non-streamed latency, stream time to first byte)
  *   npm run bench -- --chunk-cpu-only   only the busy per-chunk CPU, gateway and bare relay in
  *                                  turn (three rounds), and the 100 MiB stream's memory: the A/B
  *                                  tool for per-chunk work (`phases/chunk-cpu.ts`)
@@ -39,6 +41,7 @@ import { quietControls } from './phases/quiet-controls';
 import { requestCpu } from './phases/request-cpu';
 import { sdkControls } from './phases/sdk-controls';
 import { throughputPhase } from './phases/throughput';
+import { roundTripsOnly } from './phases/round-trips';
 import { streamTtfb } from './phases/ttfb';
 import { warmUp } from './phases/warm-up';
 import { buildResults } from './report-targets';
@@ -55,6 +58,10 @@ async function main(): Promise<void> {
   const run = guardRun();
   try {
     const stack = await startStack(run.cleanup, plan, options);
+    if (options.roundTripsOnly) {
+      await roundTripsOnly(stack, plan);
+      return;
+    }
     await warmUp(stack, plan);
     const latency = await nonStreamedLatency(stack, plan);
     const reqCpu = await requestCpu(stack, plan);
@@ -135,7 +142,7 @@ async function main(): Promise<void> {
 // figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
 const options = parseArgs(process.argv.slice(2));
 const benchArgs = process.argv.slice(2);
-(options.chunkCpuOnly ? chunkCpuOnly(options) : options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap ? undefined : storeMapMain(benchArgs)))).then(
+(options.chunkCpuOnly ? chunkCpuOnly(options) : options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap || options.roundTripsOnly ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
