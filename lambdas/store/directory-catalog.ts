@@ -50,12 +50,21 @@ function catalogTable(ctx: AdminContext): CatalogTable {
  * Writes validated entries (see `parseCatalogEntries`); what the table holds beyond them is named
  * in the result and removed only with `prune`.
  */
-export function writeCatalog(
+export async function writeCatalog(
   ctx: AdminContext,
   entries: { readonly providers: readonly ProviderConfig[]; readonly models: readonly CatalogModel[] },
   options: ImportOptions = {},
 ): Promise<ImportResult> {
-  return writeCatalogEntries(catalogTable(ctx), { providers: [...entries.providers], models: [...entries.models] }, options);
+  const before = options.prune === true ? (await readCatalog(ctx)).providers : [];
+  const out = await writeCatalogEntries(catalogTable(ctx), { providers: [...entries.providers], models: [...entries.models] }, options);
+  // A pruned provider that was added at run time leaves no key behind (after its item is gone,
+  // so the gateway never follows a name to a secret that is gone).
+  for (const name of out.pruned ? out.unlisted.providers : []) {
+    const provider = before.find((p) => p.name === name);
+    const secretName = provider === undefined || provider.keySource === 'none' ? undefined : provider.keySource.secretName.split('{stage}').join(ctx.stage);
+    if (secretName !== undefined && isAddedProviderSecret(ctx, secretName)) await ctx.secrets?.delete(secretName);
+  }
+  return out;
 }
 
 /** Reads the whole catalog table back through the same readers the gateway uses. */

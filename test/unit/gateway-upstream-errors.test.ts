@@ -30,7 +30,7 @@ describe("an unreachable provider counts in its UpstreamErrors, as the error-rat
     ['connection refused', { connectError: errno('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:9') }, {}, 404, 1],
     ['connection reset before the status line', { connectError: errno('ECONNRESET', 'socket hang up') }, {}, 404, 1],
     ['no answer before the request limit', { hang: true }, { SLUICE_REQUEST_LIMIT_MS: '150' }, 504, 1],
-    ['a 503 answer', { status: 503, headers: { 'content-type': 'application/json' }, chunks: ['{"error":{"message":"down"}}'] }, {}, 500, 1],
+    ['a 503 answer from the provider (the gateway answers 500)', { status: 503, headers: { 'content-type': 'application/json' }, chunks: ['{"error":{"message":"down"}}'] }, {}, 500, 1],
     ['a 200 answer', ok, {}, 200, 0],
   ];
   test.each(rows)('%s', async (_name, reply, env, status, errors) => {
