@@ -257,7 +257,10 @@ async function start(): Promise<void> {
   const kept = imported.unlisted.providers.length + imported.unlisted.models.length;
   log(
     `catalog imported: ${imported.providers} providers, ${imported.models} models` +
-      (kept === 0 ? '' : `; kept ${imported.unlisted.providers.length} providers and ${imported.unlisted.models.length} models added at run time`),
+      (kept === 0
+        ? ''
+        : `; kept ${imported.unlisted.providers.length} providers and ${imported.unlisted.models.length} models config/ does not list ` +
+          '(added at run time; `sluice catalog import --prune` removes them)'),
   );
   checkCancelled();
 
