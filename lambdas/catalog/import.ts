@@ -1,7 +1,8 @@
 /**
  * The catalog's import: the two entry arrays validated as a whole, then written to the catalog
- * table; what the table holds beyond them is named, and removed only when asked to prune. Used by the deploy-time import function and by
- * `sluice catalog import`, so both validate and write exactly alike.
+ * table; what the table holds beyond them is named, and removed only when asked to prune. Used
+ * by the deploy-time import function and by `sluice catalog import`, so both validate and write
+ * exactly alike.
  */
 import { basename } from 'node:path';
 import { BatchWriteCommand, ScanCommand, type BatchWriteCommandInput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
