@@ -12,7 +12,6 @@ import { AmountFormatError, formatMoney, MICROS_PER_MINOR, parseAmount } from '.
 import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
-import { readCatalogFiles } from './catalog-files';
 import { INVITATION_COMMANDS } from './commands/invitations';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
@@ -50,18 +49,21 @@ export interface Command {
 
 const WORKSPACE = { workspace: { type: 'string', short: 'w' } } as const;
 
-function str(values: Values, name: string): string | undefined {
+/** A string option's value, undefined when absent. */
+export function str(values: Values, name: string): string | undefined {
   const v = values[name];
   return typeof v === 'string' ? v : undefined;
 }
 
-function need(values: Values, name: string): string {
+/** A string option that must be given. */
+export function need(values: Values, name: string): string {
   const v = str(values, name);
   if (v === undefined || v === '') throw new ValidationError(`--${name} is required`);
   return v;
 }
 
-function flag(values: Values, name: string): boolean {
+/** Whether a boolean option was given. */
+export function flag(values: Values, name: string): boolean {
   return values[name] === true;
 }
 
@@ -113,7 +115,7 @@ function lines(header: readonly string[], rows: readonly (readonly (string | num
 }
 
 /** An outcome that prints a table (human), the same rows for `--csv`, and `json` for scripts. */
-function tabular(json: unknown, header: readonly string[], rows: readonly (readonly (string | number | boolean | null)[])[], empty: string): Outcome {
+export function tabular(json: unknown, header: readonly string[], rows: readonly (readonly (string | number | boolean | null)[])[], empty: string): Outcome {
   return { json, human: rows.length === 0 ? [empty] : lines(header, rows), table: { header, rows } };
 }
 
@@ -631,69 +633,6 @@ export const COMMANDS: readonly Command[] = [
         out.entries.map((e) => [iso(e.at), e.kind, money(e.amountMicros), e.reference, e.reason, e.who, e.requestId]),
         'no top-ups or adjustments',
       );
-    },
-  },
-  {
-    group: 'catalog',
-    action: 'import',
-    summary: 'validate and import the provider and model files (prunes what they no longer list)',
-    usage: '[--providers <file>] [--catalog <file>]',
-    options: { providers: { type: 'string' }, catalog: { type: 'string' } },
-    positionals: [0, 0],
-    async run(api, v) {
-      const providersFile = str(v, 'providers');
-      const catalogFile = str(v, 'catalog');
-      // The API validates every entry before it writes anything, and names the file in its refusal.
-      const entries = readCatalogFiles({
-        ...(providersFile === undefined ? {} : { providersFile }),
-        ...(catalogFile === undefined ? {} : { catalogFile }),
-      });
-      const out = await api.call<{ providers: number; models: number; removedProviders: number; removedModels: number }>({
-        method: 'POST',
-        path: '/catalog/import',
-        body: { providers: entries.providers, models: entries.models, sources: entries.sources },
-      });
-      return {
-        json: out,
-        human: [
-          `imported ${out.providers} providers and ${out.models} models` +
-            (out.removedModels + out.removedProviders > 0 ? `; removed ${out.removedModels} models and ${out.removedProviders} providers` : ''),
-        ],
-      };
-    },
-  },
-  {
-    group: 'catalog',
-    action: 'list',
-    summary: 'the imported models: id, status, rates (thousandths of a minor unit per million tokens), maximum output',
-    usage: '[--provider <name>] [--csv]',
-    options: { provider: { type: 'string' } },
-    positionals: [0, 0],
-    async run(api, v) {
-      const out = await api.call<{ models: { id: string; provider: string; status: string; inputRateThousandths: number | null; outputRateThousandths: number | null; maxOutputTokens: number | null; currencyCode: string }[] }>({
-        method: 'GET',
-        path: '/catalog/models',
-      });
-      const provider = str(v, 'provider');
-      const models = provider === undefined ? out.models : out.models.filter((m) => m.provider === provider);
-      return tabular(
-        { models },
-        ['model', 'status', 'input rate', 'output rate', 'currency', 'max output'],
-        models.map((m) => [m.id, m.status, m.inputRateThousandths, m.outputRateThousandths, m.currencyCode, m.maxOutputTokens]),
-        'no models',
-      );
-    },
-  },
-  {
-    group: 'provider',
-    action: 'list',
-    summary: 'the imported provider accounts',
-    usage: '[--csv]',
-    options: {},
-    positionals: [0, 0],
-    async run(api) {
-      const out = await api.call<{ providers: { name: string; displayName: string; baseUrl: string; families: string[] }[] }>({ method: 'GET', path: '/catalog/providers' });
-      return tabular(out, ['provider', 'name', 'base url', 'families'], out.providers.map((p) => [p.name, p.displayName, p.baseUrl, p.families.join(' ')]), 'no providers');
     },
   },
   {

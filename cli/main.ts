@@ -5,7 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 import type { CommandIo, Outcome } from './commands';
-import { COMMANDS } from './commands';
+import { COMMANDS as BASE_COMMANDS } from './commands';
+import { CATALOG_COMMANDS } from './commands/catalog';
 import { runUsage } from './commands/usage';
 import { CatalogValidationError } from '../lambdas/catalog/errors';
 import { AdminError } from '../lambdas/store/directory-errors';
@@ -20,6 +21,9 @@ export interface MainIo {
   readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown };
   readonly env: NodeJS.ProcessEnv;
 }
+
+/** Every `sluice <group> <action>` command; `usage` parses its own arguments. */
+const COMMANDS = [...BASE_COMMANDS, ...CATALOG_COMMANDS];
 
 const GLOBAL_OPTIONS = {
   stage: { type: 'string', default: 'local' },

@@ -5,6 +5,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import { ENV } from '../lambdas/shared/config';
 import type { ProviderSecrets } from './secrets';
+import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 import type { SluiceTables } from './tables';
@@ -34,7 +35,7 @@ export interface AdminApiProps {
  * catalog (settings, keys, balance and statement, the catalog import); put, get and query on the
  * audit table (no update or delete: the trail is append-only); read on usage and rollups
  * (reports); nothing on holds; no table management; create, update, restore and delete of
- * secrets under the stage's BYOK prefix only, and no provider secret.
+ * secrets under the stage's BYOK and added-providers prefixes only, and no provider secret of the files.
  */
 export class AdminApi extends Construct {
   /** The management function. */
@@ -75,7 +76,8 @@ export class AdminApi extends Construct {
           'secretsmanager:DeleteSecret',
           'secretsmanager:DescribeSecret',
         ],
-        resources: [props.secrets.byokArnPattern],
+        // BYOK keys and the keys of providers added at run time: both are created by this API.
+        resources: props.secrets.runtimeArnPatterns,
       }),
     );
 
@@ -89,6 +91,10 @@ export class AdminApi extends Construct {
       {
         id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
         reason: "Workspaces' own provider keys are created at run time under the stage's BYOK prefix, so their names are unknown at deploy; the grant is create, update, restore and delete under that prefix only.",
+      },
+      {
+        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${addedProviderSecretPrefix(stage.name)}*]`,
+        reason: "The keys of providers added at run time (sluice provider add) are created under the stage's added-providers prefix, so their names are unknown at deploy; the grant is create, update, restore and delete under that prefix only.",
       },
     );
   }

@@ -9,6 +9,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import { AwsSolutionsChecks, ServerlessChecks, type NagPack } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import type { StageSettings } from './stage';
+import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
 
 /** The packs Sluice is held to. */
 export function nagPacks(): NagPack[] {
@@ -52,7 +53,7 @@ const STACK_WIDE: ReadonlyArray<readonly [string, string]> = [
  * Acknowledges, with reasons, the findings that are decisions rather than holes, each on the
  * construct it concerns. Called by the stack once every construct exists.
  */
-export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings, 'byokSecretPrefix'>): void {
+export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings, 'byokSecretPrefix' | 'name'>): void {
   for (const [id, reason] of STACK_WIDE) ack(stack, id, reason);
 
   ack(
@@ -66,6 +67,11 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
     byok,
     `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
     'Workspaces\' own provider keys are created at run time under the stage\'s BYOK prefix, so their names are unknown at deploy; the grant is GetSecretValue under that prefix only.',
+  );
+  ack(
+    byok,
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${addedProviderSecretPrefix(stage.name)}*]`,
+    'The keys of providers added at run time (sluice provider add) are created under the stage\'s added-providers prefix, so their names are unknown at deploy; the grant is GetSecretValue under that prefix only.',
   );
 
   // CDK's table grants include the table's own indexes (`<table arn>/index/*`): scoped to one table.

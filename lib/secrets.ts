@@ -3,6 +3,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import type { ProviderKeySource } from './provider-file';
+import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
 
 /** Properties of {@link ProviderSecrets}. */
 export interface ProviderSecretsProps {
@@ -42,6 +43,11 @@ export class ProviderSecrets extends Construct {
   public readonly secrets: readonly secretsmanager.Secret[];
   /** ARN pattern matching every BYOK secret of the stage (names get a random suffix). */
   public readonly byokArnPattern: string;
+  /**
+   * ARN pattern matching the keys of providers added at run time (`sluice provider add`), under
+   * `sluice/<stage>/added-providers/`: the management API writes them, the gateway reads them.
+   */
+  public readonly addedProvidersArnPattern: string;
 
   public constructor(scope: Construct, id: string, props: ProviderSecretsProps) {
     super(scope, id);
@@ -77,15 +83,29 @@ export class ProviderSecrets extends Construct {
       resourceName: `${props.byokPrefix}*`,
       arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
+    this.addedProvidersArnPattern = Stack.of(this).formatArn({
+      service: 'secretsmanager',
+      resource: 'secret',
+      resourceName: `${addedProviderSecretPrefix(props.stage)}*`,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
   }
 
-  /** Lets `grantee` read every provider secret and every BYOK secret of the stage, nothing else. */
+  /** The prefixes of the secrets created at run time (BYOK keys, run-time providers' keys), as ARN patterns. */
+  public get runtimeArnPatterns(): string[] {
+    return [this.byokArnPattern, this.addedProvidersArnPattern];
+  }
+
+  /**
+   * Lets `grantee` read every provider secret, every BYOK secret and every run-time provider's
+   * key of the stage, nothing else.
+   */
   public grantRead(grantee: iam.IGrantable): void {
     for (const secret of this.secrets) secret.grantRead(grantee);
     iam.Grant.addToPrincipal({
       grantee,
       actions: ['secretsmanager:GetSecretValue'],
-      resourceArns: [this.byokArnPattern],
+      resourceArns: this.runtimeArnPatterns,
     });
   }
 }

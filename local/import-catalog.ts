@@ -7,6 +7,7 @@ import { parseCatalogEntries } from '../lambdas/catalog/import';
 import type { CatalogModel, ProviderConfig } from '../lambdas/shared/catalog-types';
 import type { AdminContext } from '../lambdas/store/directory-context';
 import { writeCatalog } from '../lambdas/store/directory-catalog';
+import type { ImportOptions, ImportResult } from '../lambdas/catalog/import';
 
 /** Reads and validates both files, entry by entry and as a whole; nothing is written. */
 export function loadCatalogFiles(input: { providersFile?: string; catalogFile?: string } = {}): { providers: ProviderConfig[]; models: CatalogModel[] } {
@@ -16,12 +17,13 @@ export function loadCatalogFiles(input: { providersFile?: string; catalogFile?: 
 
 /**
  * Imports the provider and model files. Everything is validated before anything is written;
- * re-importing the same files leaves the table unchanged. Items whose keys the files no longer
- * list are deleted.
+ * re-importing the same files leaves the table unchanged. Items the files do not list (a provider
+ * or model added at run time) are kept and named in the result, and deleted only with `prune`.
  */
 export async function importCatalog(
   ctx: AdminContext,
   input: { providersFile?: string; catalogFile?: string } = {},
-): Promise<{ providers: number; models: number; removedProviders: number; removedModels: number }> {
-  return writeCatalog(ctx, loadCatalogFiles(input));
+  options: ImportOptions = {},
+): Promise<ImportResult> {
+  return writeCatalog(ctx, loadCatalogFiles(input), options);
 }

@@ -4,7 +4,10 @@
  * DynamoDB Local (persistent, in `.dynamodb/`) → the tables from the shared schema → the catalog
  * from `config/` → the upstream simulator as provider `local` → a dev workspace on first start
  * → the gateway handler behind a local Function URL stand-in → the aggregator on the usage
- * table's stream → the sweeper on a timer (`SLUICE_LOCAL_SWEEP_EVERY_MS`, a minute by default).
+ * table's stream → the sweeper on a timer (`SLUICE_LOCAL_SWEEP_EVERY_MS`, a minute by default)
+ * → the low-credit notifier on a timer (`SLUICE_LOCAL_NOTIFY_EVERY_MS`, a minute by default).
+ * The catalog import keeps what was added at run time, and the simulator runs beside any real
+ * provider whose key is set.
  * Ctrl-C (or SIGTERM) stops all of it, in the reverse order, and nothing is left running even
  * when start-up fails half-way.
  *
@@ -14,6 +17,7 @@
  * `config/providers.json` (`SLUICE_PROVIDER_KEY_*`).
  */
 import { sweepEveryMs } from './sweep-interval';
+import { notifyEveryMs, startLocalNotifier } from './notifier';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -42,11 +46,15 @@ const STATE_FILE = join(STATE_DIR, 'local.json');
 const SEED_FILE = join(STATE_DIR, 'seed.json');
 const ADMIN_TOKEN_FILE = join(STATE_DIR, 'admin-token');
 const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 'secrets.json');
+/** Where the local low-credit notifier appends the events EventBridge would carry. */
+const EVENTS_FILE = join(STATE_DIR, 'events.jsonl');
 
 const TABLE_PREFIX = 'sluice-local-';
 const DEFAULT_PORT = 8787;
 /** How often the sweeper runs (SLUICE_LOCAL_SWEEP_EVERY_MS; a minute by default, as deployed). */
 const SWEEP_EVERY_MS = sweepEveryMs(process.env);
+/** How often the low-credit notifier runs (SLUICE_LOCAL_NOTIFY_EVERY_MS; a minute by default). */
+const NOTIFY_EVERY_MS = notifyEveryMs(process.env);
 /** Credit the dev workspace starts with, in minor units (100.00). */
 const SEED_CREDIT_MINOR = 10_000;
 /** The model the printed examples call when the simulator serves. */
@@ -162,7 +170,7 @@ async function writeState(state: LocalStateFile): Promise<void> {
 }
 
 /** Names of the provider-key variables that are set (real providers reachable). */
-function providerKeysSet(providers: readonly { keySource: { env: string } | 'none' }[]): string[] {
+function providerKeysSet(providers: readonly { keySource: { env?: string } | 'none' }[]): string[] {
   return providers
     .map((p) => (p.keySource === 'none' ? undefined : p.keySource.env))
     .filter((name): name is string => name !== undefined && (process.env[name] ?? '') !== '');
@@ -246,22 +254,27 @@ async function start(): Promise<void> {
 
   const ops = await import('./ops');
   const ctx = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
+  // Never pruned: providers and models added at run time (`sluice provider add`, `model add`) stay.
   const imported = await ops.importCatalog(ctx, {});
-  log(`catalog imported: ${imported.providers} providers, ${imported.models} models`);
+  const kept = imported.unlisted.providers.length + imported.unlisted.models.length;
+  log(
+    `catalog imported: ${imported.providers} providers, ${imported.models} models` +
+      (kept === 0
+        ? ''
+        : `; kept ${imported.unlisted.providers.length} providers and ${imported.unlisted.models.length} models config/ does not list ` +
+          '(added at run time; `sluice catalog import --prune` removes them)'),
+  );
   checkCancelled();
 
-  const { providers, models } = ops.loadCatalogFiles({});
+  const { providers } = ops.loadCatalogFiles({});
   const realKeys = providerKeysSet(providers);
-  let simulatorUrl: string | undefined;
-  if (realKeys.length > 0) {
-    log(`provider keys set (${realKeys.join(', ')}): not starting the upstream simulator; provider "local" is unavailable`);
-  } else {
-    const { startSimulator } = await import('./simulator');
-    const simulator = await startSimulator({});
-    cleanups.push({ name: 'upstream simulator', run: () => simulator.close() });
-    simulatorUrl = simulator.url;
-    log(`upstream simulator (provider "local") on ${simulator.url}`);
-  }
+  if (realKeys.length > 0) log(`provider keys set (${realKeys.join(', ')}): those providers are served beside the simulator`);
+  // The simulator runs whatever keys are set, so local/* models keep working beside real providers.
+  const { startSimulator } = await import('./simulator');
+  const simulator = await startSimulator({});
+  cleanups.push({ name: 'upstream simulator', run: () => simulator.close() });
+  const simulatorUrl = simulator.url;
+  log(`upstream simulator (provider "local") on ${simulator.url}`);
   checkCancelled();
 
   // The handlers read their configuration when their modules load: set it first.
@@ -270,8 +283,7 @@ async function start(): Promise<void> {
   process.env[ENV.dynamoEndpoint] = db.endpoint;
   process.env[ENV.secretSource] = 'env';
   process.env.SLUICE_LOCAL_SECRETS_FILE = SECRETS_FILE;
-  if (simulatorUrl === undefined) delete process.env[ENV.localUpstreamUrl];
-  else process.env[ENV.localUpstreamUrl] = simulatorUrl;
+  process.env[ENV.localUpstreamUrl] = simulatorUrl;
 
   // The shim must be in place before the gateway module wraps itself in streamifyResponse.
   installLambdaShim();
@@ -339,6 +351,12 @@ async function start(): Promise<void> {
     },
   });
 
+  // The low-credit notifier, as the sweeper: the deployed check on a timer, its notices on
+  // stdout and in .sluice/events.jsonl instead of EventBridge and SNS.
+  const notifier = startLocalNotifier({ doc, tablePrefix: TABLE_PREFIX, everyMs: NOTIFY_EVERY_MS, eventsFile: EVENTS_FILE, log, warn });
+  cleanups.push({ name: 'low-credit notifier', run: () => notifier.stop() });
+  log(`low-credit notifier every ${NOTIFY_EVERY_MS / 1000} s (notices also in ${EVENTS_FILE})`);
+
   // The management API on loopback, behind the admin token created on the first start.
   const adminPortRaw = process.env.SLUICE_ADMIN_PORT;
   const adminPort = adminPortRaw === undefined || adminPortRaw === '' ? 0 : Number(adminPortRaw);
@@ -358,19 +376,8 @@ async function start(): Promise<void> {
   checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
-  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null, adminUrl: admin.url, consoleUrl: consoleServer.url });
-  // With real keys and no simulator, the examples name a model those keys can reach.
-  const exampleModel =
-    simulatorUrl !== undefined
-      ? SIMULATED_MODEL
-      : (models.find((m) => m.status === 'served' && realKeys.includes(envOf(providers, m.provider) ?? ''))?.id ??
-        '<provider>/<model>');
-  printBanner(baseUrl, seed, exampleModel, admin.url, consoleServer.url);
-}
-
-function envOf(providers: readonly { name: string; keySource: { env: string } | 'none' }[], name: string): string | undefined {
-  const provider = providers.find((p) => p.name === name);
-  return provider === undefined || provider.keySource === 'none' ? undefined : provider.keySource.env;
+  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl, adminUrl: admin.url, consoleUrl: consoleServer.url });
+  printBanner(baseUrl, seed, SIMULATED_MODEL, admin.url, consoleServer.url);
 }
 
 interface Seed {

@@ -4,6 +4,7 @@
  */
 import type { AdminContext } from '../store/directory-context';
 import type { BalancePort } from '../store/balance-port';
+import type { AuditSummary } from '../store/audit';
 
 /** What the use cases run against. */
 export interface AdminDeps {
@@ -24,3 +25,24 @@ export interface RouteCall {
   readonly requestId: string;
 }
 
+/** What a use case hands back: the JSON body, and for a change, what the audit records. */
+export interface RouteResult {
+  readonly body: unknown;
+  readonly status?: number;
+  /** The workspace the change concerns; null for none (the catalog). */
+  readonly workspaceId?: string | null;
+  /** What changed, for the audit; never a secret. */
+  readonly summary?: AuditSummary;
+  /** False when nothing changed (a repeated top-up): nothing is audited. */
+  readonly changed?: boolean;
+}
+
+/** One route. */
+export interface Route {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Path segments after `/admin/v1`; `:name` captures one. */
+  readonly pattern: readonly string[];
+  /** The audit action; undefined for a read. */
+  readonly action?: string;
+  run(call: RouteCall): Promise<RouteResult>;
+}

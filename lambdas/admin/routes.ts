@@ -7,8 +7,6 @@ import type { RollupPeriod } from '../aggregator/aggregate';
 import type { WindowCadence } from '../shared/records';
 import type { AuditSummary } from '../store/audit';
 import { AUDIT_GLOBAL, listAudit } from '../store/audit';
-import { parseCatalogEntries } from '../catalog/import';
-import { readCatalog, writeCatalog } from '../store/directory-catalog';
 import { listByokProviders, removeByokKey, setByokKey } from '../store/directory-byok';
 import { UsageNotFoundError, ValidationError } from '../store/directory-errors';
 import type { KeyRef } from '../store/directory-keys';
@@ -31,30 +29,11 @@ import {
   setWorkspaceMonthlyLimit,
   showWorkspace,
 } from '../store/directory-workspaces';
-import type { RouteCall } from './ports';
+import type { Route, RouteCall, RouteResult } from './ports';
 import { usageReport } from './usage-report';
+import { CATALOG_ROUTES } from './catalog-routes';
 
-/** What a use case hands back: the JSON body, and for a change, what the audit records. */
-export interface RouteResult {
-  readonly body: unknown;
-  readonly status?: number;
-  /** The workspace the change concerns; null for none (the catalog). */
-  readonly workspaceId?: string | null;
-  /** What changed, for the audit; never a secret. */
-  readonly summary?: AuditSummary;
-  /** False when nothing changed (a repeated top-up): nothing is audited. */
-  readonly changed?: boolean;
-}
-
-/** One route. */
-export interface Route {
-  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
-  /** Path segments after `/admin/v1`; `:name` captures one. */
-  readonly pattern: readonly string[];
-  /** The audit action; undefined for a read. */
-  readonly action?: string;
-  run(call: RouteCall): Promise<RouteResult>;
-}
+export type { Route, RouteResult } from './ports';
 
 // ---- body and query fields -------------------------------------------------------------------
 
@@ -541,39 +520,8 @@ export const ROUTES: readonly Route[] = [
       return { body: row };
     },
   },
-  // Catalog
-  {
-    method: 'GET',
-    pattern: ['catalog', 'providers'],
-    async run({ deps }) {
-      return { body: { providers: (await readCatalog(deps.ctx)).providers } };
-    },
-  },
-  {
-    method: 'GET',
-    pattern: ['catalog', 'models'],
-    async run({ deps }) {
-      return { body: { models: (await readCatalog(deps.ctx)).models } };
-    },
-  },
-  {
-    method: 'POST',
-    pattern: ['catalog', 'import'],
-    action: 'catalog.import',
-    async run(call) {
-      const providers = call.body['providers'];
-      const models = call.body['models'];
-      if (!Array.isArray(providers) || !Array.isArray(models)) throw new ValidationError('providers and models must be arrays');
-      const sources = call.body['sources'];
-      // File names for the refusal's message only: the entries are what is validated.
-      const names =
-        typeof sources === 'object' && sources !== null && typeof (sources as Record<string, unknown>)['providers'] === 'string' && typeof (sources as Record<string, unknown>)['models'] === 'string'
-          ? { providers: String((sources as Record<string, unknown>)['providers']), models: String((sources as Record<string, unknown>)['models']) }
-          : undefined;
-      const out = await writeCatalog(call.deps.ctx, parseCatalogEntries(providers, models, names));
-      return { body: out, workspaceId: null, summary: { ...out } };
-    },
-  },
+  // Catalog: providers and models (their own file)
+  ...CATALOG_ROUTES,
   // Audit
   {
     method: 'GET',

@@ -1,7 +1,7 @@
 /**
  * Deploy-time catalog import: a CloudFormation custom resource that writes the catalog bundled
  * from `config/` into the stage's catalog table, validated exactly as `sluice catalog import`
- * does, on every deploy that changes it. Deleting the stack leaves the table to its own policy.
+ * does, on every deploy that changes it, never removing what operators added at run time. Deleting the stack leaves the table to its own policy.
  *
  * The function answers CloudFormation itself (a PUT of the result to the pre-signed response
  * URL), so no provider-framework function of CDK's own runtime choosing joins the stack.
@@ -42,8 +42,19 @@ export async function importForEvent(event: CloudFormationCustomResourceEvent, l
   if (event.RequestType === 'Delete') return { ...base, Status: 'SUCCESS' };
   try {
     const entries = parseCatalogEntries(providers as unknown[], models as unknown[]);
+    // Never pruned: a deploy keeps the providers and models operators added at run time. What
+    // the table holds beyond the files is named in the log; `sluice catalog import --prune` removes it.
     const result = await writeCatalogEntries({ doc, tableName: tableName(config.tablePrefix, 'catalog') }, entries);
-    console.log(JSON.stringify({ event: 'catalog_import', stage: config.stage, ...result }));
+    console.log(
+      JSON.stringify({
+        event: 'catalog_import',
+        stage: config.stage,
+        providers: result.providers,
+        models: result.models,
+        unlistedProviders: result.unlisted.providers,
+        unlistedModels: result.unlisted.models,
+      }),
+    );
     return { ...base, Status: 'SUCCESS', Data: { providers: result.providers, models: result.models } };
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);

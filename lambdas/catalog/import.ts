@@ -1,7 +1,8 @@
 /**
  * The catalog's import: the two entry arrays validated as a whole, then written to the catalog
- * table and pruned of what they no longer list. Used by the deploy-time import function and by
- * `sluice catalog import`, so both validate and write exactly alike.
+ * table; what the table holds beyond them is named, and removed only when asked to prune. Used
+ * by the deploy-time import function and by `sluice catalog import`, so both validate and write
+ * exactly alike.
  */
 import { basename } from 'node:path';
 import { BatchWriteCommand, ScanCommand, type BatchWriteCommandInput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -21,12 +22,29 @@ export interface CatalogTable {
   readonly tableName: string;
 }
 
-/** What an import wrote and removed. */
+/** What an import wrote, what the table holds that the entries do not list, and what it removed. */
 export interface ImportResult {
   readonly providers: number;
   readonly models: number;
+  /**
+   * Provider names and model ids in the table that the entries do not list (added at run time
+   * with `sluice provider add` / `model add`, or dropped from the files): removed only when the
+   * import prunes, otherwise only named, so an import never deletes silently.
+   */
+  readonly unlisted: { readonly providers: readonly string[]; readonly models: readonly string[] };
+  /** Whether the unlisted items were removed. */
+  readonly pruned: boolean;
   readonly removedProviders: number;
   readonly removedModels: number;
+}
+
+/** How an import treats what the entries do not list. */
+export interface ImportOptions {
+  /**
+   * Delete the items the entries do not list.
+   * @default false: they are kept and named in {@link ImportResult.unlisted}
+   */
+  readonly prune?: boolean;
 }
 
 /** The label an entry goes by in error messages, before it is known to be valid. */
@@ -80,20 +98,32 @@ export async function scanCatalog(table: CatalogTable): Promise<Record<string, u
 }
 
 /**
- * Writes validated entries (see {@link parseCatalogEntries}) and deletes what they no longer
- * list (models first, then providers, so a model never outlives its provider).
+ * Writes validated entries (see {@link parseCatalogEntries}). What the table holds beyond them is
+ * named in the result, and deleted only with `prune` (models first, then providers, so a model
+ * never outlives its provider).
  */
-export async function writeCatalogEntries(table: CatalogTable, { providers, models }: Readonly<CatalogEntries>): Promise<ImportResult> {
+export async function writeCatalogEntries(table: CatalogTable, { providers, models }: Readonly<CatalogEntries>, options: ImportOptions = {}): Promise<ImportResult> {
   const existing = (await scanCatalog(table)).map((i) => String(i['pk']));
   const providerItems = providers.map(providerToItem);
   const modelItems = models.map(modelToItem);
   const keep = new Set<string>([...providerItems, ...modelItems].map((i) => i.pk));
-  const staleModels = existing.filter((pk) => pk.startsWith(MODEL_PK_PREFIX) && !keep.has(pk));
-  const staleProviders = existing.filter((pk) => pk.startsWith(PROVIDER_PK_PREFIX) && !keep.has(pk));
+  const staleModels = existing.filter((pk) => pk.startsWith(MODEL_PK_PREFIX) && !keep.has(pk)).sort();
+  const staleProviders = existing.filter((pk) => pk.startsWith(PROVIDER_PK_PREFIX) && !keep.has(pk)).sort();
+  const unlisted = {
+    providers: staleProviders.map((pk) => pk.slice(PROVIDER_PK_PREFIX.length)),
+    models: staleModels.map((pk) => pk.slice(MODEL_PK_PREFIX.length)),
+  };
+  if (options.prune !== true) {
+    // Without prune a kept model may name a provider the entries do not list: it is kept too
+    // (unlisted providers are never removed here), so no model is left without its provider.
+    await batchWrite(table, providerItems.map((Item) => ({ PutRequest: { Item } })));
+    await batchWrite(table, modelItems.map((Item) => ({ PutRequest: { Item } })));
+    return { providers: providers.length, models: models.length, unlisted, pruned: false, removedProviders: 0, removedModels: 0 };
+  }
   // Providers before models, so a reader never meets a new model whose provider is not there yet.
   await batchWrite(table, providerItems.map((Item) => ({ PutRequest: { Item } })));
   await batchWrite(table, modelItems.map((Item) => ({ PutRequest: { Item } })));
   await batchWrite(table, staleModels.map((pk) => ({ DeleteRequest: { Key: { pk } } })));
   await batchWrite(table, staleProviders.map((pk) => ({ DeleteRequest: { Key: { pk } } })));
-  return { providers: providers.length, models: models.length, removedProviders: staleProviders.length, removedModels: staleModels.length };
+  return { providers: providers.length, models: models.length, unlisted, pruned: true, removedProviders: staleProviders.length, removedModels: staleModels.length };
 }

@@ -98,6 +98,8 @@ const CAPABILITY_WORDS: readonly Capability[] = ['yes', 'no', 'unknown'];
 const CAPABILITY_KEYS = ['audio', 'json_mode', 'streaming', 'tools', 'vision'] as const;
 const PARAMETER_TYPES: readonly ModelParameter['type'][] = ['boolean', 'enum', 'integer', 'number', 'string'];
 const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
+/** Secrets Manager's own rule for names (`{stage}` is substituted before use). */
+const SECRET_NAME = /^[A-Za-z0-9/_+=.@{}-]{1,512}$/;
 const HEADER_NAME = /^[a-z0-9-]+$/;
 const CURRENCY = /^[A-Z]{3}$/;
 /** Epoch seconds before this are implausible and after it are probably milliseconds. */
@@ -233,9 +235,16 @@ export function parseProviderConfig(value: unknown, where: string): ProviderConf
     keySource = 'none';
   } else {
     const ks: Fields = new Fields(keySourceRaw, `${where} keySource`, ['secretName', 'env']);
-    const env = ks.string('env');
-    if (!ENV_NAME.test(env)) ks.fail('env', 'must be an environment variable name');
-    keySource = { secretName: ks.string('secretName'), env };
+    const secretName = ks.string('secretName');
+    if (!SECRET_NAME.test(secretName)) ks.fail('secretName', 'must be a Secrets Manager name (letters, digits, / _ + = . @ -)');
+    // A provider added at run time keeps its key in the secret store only, so it names no variable.
+    if (ks.has('env')) {
+      const env = ks.string('env');
+      if (!ENV_NAME.test(env)) ks.fail('env', 'must be an environment variable name');
+      keySource = { secretName, env };
+    } else {
+      keySource = { secretName };
+    }
   }
 
   const provider: {

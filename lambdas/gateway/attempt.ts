@@ -94,6 +94,9 @@ async function attemptOne(ctx: RequestContext, admitted: Admitted, candidate: Pr
     const attempted = { modelId: candidate.model.id, providerName: candidate.provider.displayName, byok };
     return { kind: 'failed', failure: providerFailure(response.status, response.headers['retry-after'], errBody, attempted, deps.clock()) };
   } catch (err) {
+    // No answer at all (refused, reset, timed out) is the provider's fault as much as a 5xx: it
+    // counts in the provider's UpstreamErrors (status 0), which its error-rate alarm watches.
+    deps.telemetry.upstream?.({ requestId: ctx.requestId, provider: candidate.provider.name, status: 0, latencyMs: deps.clock() - started });
     if (overall.aborted) return { kind: 'failed', failure: { fallback: false, error: timeoutError(deps.config.requestLimitMs) } };
     const timedOut = firstByte?.signal.aborted === true;
     // A provider that cannot be reached is logged by kind too: it is a fault, if not ours.

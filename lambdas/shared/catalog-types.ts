@@ -28,8 +28,10 @@ export interface ProviderConfig {
   /**
    * Where the service's own key lives: a Secrets Manager secret name when deployed, or an
    * environment variable in local mode. `none` for a provider that takes no key (the simulator).
+   * A provider added at run time (`sluice provider add`) names no variable: its key is in the
+   * secret store under `secretName` in every stage (locally, the 0600 secrets file).
    */
-  readonly keySource: { readonly secretName: string; readonly env: string } | 'none';
+  readonly keySource: { readonly secretName: string; readonly env?: string } | 'none';
   /** Base URL from an environment variable instead of `baseUrl` (the local simulator). */
   readonly baseUrlEnv?: string;
 }

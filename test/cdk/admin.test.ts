@@ -93,11 +93,14 @@ describe('management API', () => {
     }
   });
 
-  it('manages secrets only under the BYOK prefix and never reads a provider secret', () => {
+  it('manages secrets only under the BYOK and added-providers prefixes and never reads a provider secret', () => {
     const secretStatements = statements().filter((s) => actionsOf(s).some((a) => a.startsWith('secretsmanager:')));
     expect(secretStatements.length).toBeGreaterThan(0);
     for (const s of secretStatements) {
-      expect(JSON.stringify(s.Resource)).toContain('secret:sluice/dev/byok/*');
+      const resources = (Array.isArray(s.Resource) ? s.Resource : [s.Resource]).map((r: unknown) => JSON.stringify(r));
+      expect(resources).toHaveLength(2);
+      expect(resources[0]).toContain('secret:sluice/dev/byok/*');
+      expect(resources[1]).toContain('secret:sluice/dev/added-providers/*');
       expect(actionsOf(s)).not.toContain('secretsmanager:GetSecretValue');
     }
   });

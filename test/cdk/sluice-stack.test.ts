@@ -166,6 +166,9 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
       expect(byok).toHaveLength(1);
       expect(actionsOf(byok[0])).toEqual(['secretsmanager:GetSecretValue']);
       expect(JSON.stringify(byok[0].Resource)).toMatch(new RegExp(`:secret:sluice/${stage}/byok/\\*"`));
+      // The keys of providers added at run time, read under their own prefix only.
+      expect(JSON.stringify(byok[0].Resource)).toMatch(new RegExp(`:secret:sluice/${stage}/added-providers/\\*"`));
+      expect(byok[0].Resource).toHaveLength(2);
       for (const s of statements.filter((x) => x !== byok[0])) {
         expect(s.Resource).toEqual({ Ref: expect.stringMatching(new RegExp(`^(${secretIds.join('|')})$`)) });
         for (const a of actionsOf(s)) expect(['secretsmanager:GetSecretValue', 'secretsmanager:DescribeSecret']).toContain(a);

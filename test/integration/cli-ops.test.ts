@@ -416,6 +416,8 @@ describe('catalog import', () => {
     await expect(importCatalog(cctx)).resolves.toEqual({
       providers: files.providers.length,
       models: files.models.length,
+      unlisted: { providers: [], models: [] },
+      pruned: false,
       removedProviders: 0,
       removedModels: 0,
     });
@@ -429,14 +431,24 @@ describe('catalog import', () => {
     expect(await catalogItems()).toEqual(first);
   });
 
-  it('prunes models and providers the files no longer list', async () => {
+  it('keeps what the files no longer list, naming it; prunes it only when asked', async () => {
     await importCatalog(cctx);
     const dir = mkdtempSync(join(tmpdir(), 'sluice-catalog-'));
     const providers = loadCatalogFiles().providers.filter((p) => p.name !== 'xai');
     const models = loadCatalogFiles().models.filter((m) => m.provider !== 'xai' && m.id !== 'openai/gpt-4o');
     writeFileSync(join(dir, 'providers.json'), JSON.stringify(providers));
     writeFileSync(join(dir, 'catalog.json'), JSON.stringify(models));
-    const out = await importCatalog(cctx, { providersFile: join(dir, 'providers.json'), catalogFile: join(dir, 'catalog.json') });
+    const files = { providersFile: join(dir, 'providers.json'), catalogFile: join(dir, 'catalog.json') };
+    const before = await catalogItems();
+    const kept = await importCatalog(cctx, files);
+    const xaiModels = loadCatalogFiles().models.filter((m) => m.provider === 'xai').map((m) => m.id);
+    expect(kept).toMatchObject({ pruned: false, removedProviders: 0, removedModels: 0 });
+    expect(kept.unlisted).toEqual({ providers: ['xai'], models: ['openai/gpt-4o', ...xaiModels].sort() });
+    expect(await catalogItems()).toEqual(before);
+
+    const out = await importCatalog(cctx, files, { prune: true });
+    expect(out.unlisted).toEqual(kept.unlisted);
+    expect(out.pruned).toBe(true);
     expect(out.removedProviders).toBe(1);
     expect(out.removedModels).toBe(loadCatalogFiles().models.filter((m) => m.provider === 'xai').length + 1);
     const pks = (await catalogItems()).map((i) => i['pk']);

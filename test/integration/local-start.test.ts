@@ -23,9 +23,10 @@ interface Run {
 
 function startLocal(home: string, port: number): Run {
   // The console on any free port: its default (8790) may be another run's.
-  const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_HOME: home, PORT: String(port), SLUICE_CONSOLE_PORT: '0' };
-  // Provider keys would switch the simulator off; this test wants it.
+  const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_HOME: home, PORT: String(port), SLUICE_CONSOLE_PORT: '0', SLUICE_LOCAL_NOTIFY_EVERY_MS: '300' };
   for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE') delete env[name];
+  // A real provider's key (never used here): the simulator must still serve beside it.
+  env.SLUICE_PROVIDER_KEY_OPENAI = 'sk-test-never-sent';
   // Its own process group, so the test can send Ctrl-C the way a terminal does.
   const child = spawn(join(REPO, 'node_modules', '.bin', 'tsx'), ['local/start.ts'], {
     cwd: REPO,
@@ -153,6 +154,27 @@ describe('npm start', () => {
       db.destroy();
     }
 
+    // The simulator serves beside a real provider whose key is set.
+    expect(first.output()).toContain('provider keys set (SLUICE_PROVIDER_KEY_OPENAI)');
+    expect(first.output()).toContain('upstream simulator (provider "local")');
+
+    // A provider and a model added at run time (kept by the next start, below).
+    const sluice = (args: string[], input = ''): string =>
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), ...args, '--json'], { env: cliEnv, input }).toString();
+    sluice(['provider', 'add', 'selfhosted', '--base-url', state.simulatorUrl, '--auth', 'none']);
+    sluice(['model', 'add', 'selfhosted/sim-small', '--input-price', '0.10', '--output-price', '0.40', '--max-output', '1000']);
+
+    // The low-credit notice, locally: one log line and one event per crossing, never one per run.
+    sluice(['workspace', 'low-credit', '-w', String(seed.workspaceId), '--threshold', '1000000']);
+    await waitFor(first, 'low credit: workspace', 20_000);
+    const eventsFile = join(home, '.sluice', 'events.jsonl');
+    const firstEvents = readFileSync(eventsFile, 'utf8').trim().split('\n');
+    expect(firstEvents).toHaveLength(1);
+    expect(JSON.parse(firstEvents[0] ?? '')).toMatchObject({ source: 'sluice', 'detail-type': 'Low credit', detail: { workspaceId: seed.workspaceId, stage: 'local' } });
+    await new Promise((r) => setTimeout(r, 1_500)); // several more runs of the 300 ms timer
+    expect(readFileSync(eventsFile, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(first.output().split('low credit: workspace').length - 1).toBe(1);
+
     interrupt(first);
     expect(await first.exited).toBe(0);
     expect(isAlive(state.pids.dynamodb)).toBe(false);
@@ -170,6 +192,12 @@ describe('npm start', () => {
     expect(readFileSync(join(home, '.sluice', 'admin-token'), 'utf8').trim()).toBe(token);
     const again = await new OpenAI({ baseURL: state2.gatewayUrl, apiKey: rawKey, maxRetries: 0 }).models.list();
     expect(again.data.length).toBeGreaterThan(0);
+    // The restart re-imported config/ and kept what was added at run time.
+    expect(second.output()).toContain('kept 1 providers and 1 models config/ does not list');
+    const kept = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'catalog', 'list', '--provider', 'selfhosted', '--json'], { env: { ...cliEnv } }).toString(),
+    ) as { models: { id: string }[] };
+    expect(kept.models.map((m) => m.id)).toEqual(['selfhosted/sim-small']);
 
     interrupt(second);
     expect(await second.exited).toBe(0);

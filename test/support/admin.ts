@@ -27,13 +27,14 @@ export interface TestAdmin {
 }
 
 /** Starts the management API on a free loopback port over `t`'s tables. */
-export async function startTestAdmin(t: TestTables, opts: { now?: () => number } = {}): Promise<TestAdmin> {
+export async function startTestAdmin(t: TestTables, opts: { now?: () => number; secretsFile?: string } = {}): Promise<TestAdmin> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-admin-'));
   const ctx: AdminContext = {
     doc: t.doc,
     tablePrefix: t.prefix,
     stage: 'local',
-    secrets: new LocalFileSecretStore(join(dir, 'secrets.json')),
+    // A gateway under test reads provider keys from the same file when it is given.
+    secrets: new LocalFileSecretStore(opts.secretsFile ?? join(dir, 'secrets.json')),
     ...(opts.now === undefined ? {} : { now: opts.now }),
   };
   const deps: AdminDeps = { ctx, balance: new DynamoBalancePort(ctx) };
