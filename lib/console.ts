@@ -67,7 +67,7 @@ export class Console extends Construct {
       // The pages' script and styles (esbuild, the same build local mode serves from memory) go
       // beside the handler, which reads them from `console-assets/`.
       afterBundling: (inputDir: string, outputDir: string) => [
-        `"${inputDir}/node_modules/.bin/tsx" "${inputDir}/local/console-assets.ts" "${outputDir}/console-assets" >/dev/null`,
+        `"${inputDir}/node_modules/.bin/tsx" "${inputDir}/lib/console-assets.ts" "${outputDir}/console-assets" >/dev/null`,
       ],
       environment: {
         [ENV.secretSource]: 'secrets-manager',

@@ -5,7 +5,7 @@
  */
 import type { AdminDeps } from '../lambdas/admin/ports';
 import { CONSOLE_ENV, loadConsoleConfig } from '../lambdas/console/env';
-import { memoryAssets } from './console-assets';
+import { memoryAssets } from '../lib/console-assets';
 import { serveConsole, type ConsoleServer } from './console-server';
 
 /** Default port of the local console (`SLUICE_CONSOLE_PORT` changes it; 0 picks a free one). */

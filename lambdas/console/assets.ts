@@ -1,7 +1,7 @@
 /**
  * The browser bundle when deployed: `console.js` and `console.css` in a folder beside the
  * handler (`console-assets/`, put there by the function's bundling), read once and kept.
- * Local mode builds the same files with esbuild instead (`local/console-assets.ts`).
+ * Local mode builds the same files with esbuild instead (`lib/console-assets.ts`).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';

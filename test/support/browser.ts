@@ -1,7 +1,7 @@
 /**
  * The browser harness of the console's end-to-end tests: Debian's `chromium` driven by
  * `playwright-core` over CDP, headless, a virtual WebAuthn authenticator per page (passkeys
- * without a person), screenshots into `docs/screenshots/`, and cleanup that cannot be forgotten.
+ * without a person), screenshots (the ones `docs/` shows when asked to), and cleanup that cannot be forgotten.
  *
  * `playwright-core` never downloads a browser (unlike the `playwright` package, it has no install
  * step); the executable is the system's, installed by `.ci/run` when missing
@@ -22,6 +22,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import * as path from 'node:path';
+import * as os from 'node:os';
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type CDPSession, type Page } from 'playwright-core';
 
 /** Environment variable naming another Chromium executable than Debian's. */
@@ -30,8 +31,16 @@ export const CHROMIUM_PATH_ENV = 'SLUICE_CHROMIUM_PATH';
 /** Where Debian's `chromium` package puts its launcher. */
 export const DEBIAN_CHROMIUM = '/usr/bin/chromium';
 
-/** Where {@link screenshot} writes by default: the repository's `docs/screenshots/`. */
-export const SCREENSHOT_DIR = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+/** The repository's `docs/screenshots/`, which the README and `docs/console.md` show. */
+export const DOCS_SCREENSHOT_DIR = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+
+/**
+ * Where {@link screenshot} writes by default. A plain `npm test` writes into the temporary
+ * directory, so a test run leaves the checkout clean (each picture holds fresh ids and times);
+ * `SLUICE_UPDATE_SCREENSHOTS=1 npm test` writes the pictures the docs show.
+ */
+export const SCREENSHOT_DIR =
+  process.env.SLUICE_UPDATE_SCREENSHOTS === '1' ? DOCS_SCREENSHOT_DIR : path.join(os.tmpdir(), 'sluice-screenshots');
 
 /**
  * Chromium's flags for tests. `--no-sandbox`: CI runs as root, where Chromium refuses to start
@@ -234,8 +243,8 @@ export async function addVirtualAuthenticator(page: Page, options: VirtualAuthen
 const SCREENSHOT_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
 /**
- * Saves a full-page PNG of `page` as `<dir>/<name>.png` (by default `docs/screenshots/`, which the
- * README and `docs/console.md` show) and returns its path. `name` is kebab-case, e.g. `console-keys`.
+ * Saves a full-page PNG of `page` as `<dir>/<name>.png` (by default {@link SCREENSHOT_DIR}) and
+ * returns its path. `name` is kebab-case, e.g. `console-keys`.
  */
 export async function screenshot(page: Page, name: string, dir: string = SCREENSHOT_DIR): Promise<string> {
   if (!SCREENSHOT_NAME.test(name)) throw new Error(`screenshot name must be kebab-case, got ${JSON.stringify(name)}`);

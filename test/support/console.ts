@@ -10,7 +10,7 @@ import { CSRF_HEADER, SESSION_COOKIE } from '../../lambdas/console/http';
 import type { ConsoleAssets, ConsoleDeps } from '../../lambdas/console/ports';
 import type { AdminDeps } from '../../lambdas/admin/ports';
 import { putSession } from '../../lambdas/store/console-auth';
-import { memoryAssets } from '../../local/console-assets';
+import { memoryAssets } from '../../lib/console-assets';
 import { serveConsole, type ConsoleServer } from '../../local/console-server';
 
 /** The origin API-level tests pretend to be served on. */

@@ -2,7 +2,7 @@
  * The console's browser bundle, built with esbuild: `console.js` (the page script with
  * `@simplewebauthn/browser` and uPlot) and `console.css` (uPlot's styles and the console's).
  * Local mode and the tests serve it from memory; the deployed function's bundling writes it
- * beside the handler: `npx tsx local/console-assets.ts <folder>`.
+ * beside the handler: `npx tsx lib/console-assets.ts <folder>`.
  */
 import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -54,7 +54,7 @@ export async function writeConsoleBundle(dir: string): Promise<void> {
 if (require.main === module) {
   const dir = process.argv[2];
   if (dir === undefined) {
-    console.error('usage: tsx local/console-assets.ts <folder>');
+    console.error('usage: tsx lib/console-assets.ts <folder>');
     process.exit(2);
   }
   void writeConsoleBundle(dir).then(
