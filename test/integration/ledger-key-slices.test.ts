@@ -15,9 +15,10 @@ import { DynamoLedger, readBalance, setLedgerSlices } from '../../lambdas/store'
 import { KEY_SLICES, keySliceOf } from '../../lambdas/core/key-slices';
 import { windowKeys } from '../../lambdas/core/windows';
 import { keySlicePk } from '../../lambdas/store/keys';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { testDate } from '../support/clock';
 
 let tables: TestTables;
 let wire: DynamoWire;
@@ -38,7 +39,8 @@ afterAll(() => {
 
 jest.setTimeout(180_000);
 
-const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
+/** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
+const NOW = testDate(10, 22, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 let seq = 0;
 
@@ -117,6 +119,22 @@ async function warm(ledger: DynamoLedger, ws: string, limits: AdmissionLimits): 
   }
 }
 
+/**
+ * Waits until DynamoDB Local has run its TTL sweep once (an item whose TTL passed an hour ago is
+ * gone), so a test can put a sweep between two steps deterministically.
+ */
+async function storeSwept(): Promise<void> {
+  const Key = { pk: `SWEEP#${Math.random().toString(36).slice(2)}`, sk: 'SENTINEL' };
+  await tables.doc.send(new PutCommand({ TableName: t('ledger'), Item: { ...Key, ttl: Math.floor(Date.now() / 1000) - 3600 } }));
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const got = await tables.doc.send(new GetCommand({ TableName: t('ledger'), Key, ConsistentRead: true }));
+    if (got.Item === undefined) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error('DynamoDB Local did not sweep expired items within a minute');
+}
+
 describe('one key over several key slices', () => {
   it('200 concurrent requests against a key credit limit of 23, over 8 slices: exactly 23, the key window exact over its key slices', async () => {
     const ws = await workspace(1000, 8);
@@ -158,6 +176,23 @@ describe('one key over several key slices', () => {
     const next = await admitAll(ledger, Array.from({ length: 50 }, () => request(ws, MICROS_PER_MINOR, { limits, now: NOW + 60_000 })));
     expect(next.admitted).toHaveLength(37);
     await Promise.all(next.admitted.map((h) => ledger.settle(h, settlement(0, NOW + 61_000))));
+    await expectSettledInvariant(ws, 1000 * MICROS_PER_MINOR);
+  });
+
+  it('a sweep of the store between two waves of one minute does not reset its count: 37, then none', async () => {
+    const ws = await workspace(1000, 8);
+    const ledger = new DynamoLedger(wire, ledgerTables());
+    const limits: AdmissionLimits = { ...OPEN, keyRatePerMinute: 37 };
+    await warm(ledger, ws, limits);
+    const first = await admitAll(ledger, Array.from({ length: 100 }, () => request(ws, MICROS_PER_MINOR, { limits })));
+    expect(first.admitted).toHaveLength(37);
+    // DynamoDB Local collects expired items (TTL) every ~10 s: wait until it has swept once.
+    await storeSwept();
+    const second = await admitAll(ledger, Array.from({ length: 100 }, () => request(ws, MICROS_PER_MINOR, { limits })));
+    expect(second.admitted).toHaveLength(0);
+    expect(new Set(second.refused)).toEqual(new Set(['rate_limit_exceeded']));
+    expect((await keyTotalsOf(ws, 'key_a', windowKeys.rate('key_a', NOW), 'requests', 'given')).used).toBe(37);
+    await Promise.all([...first.admitted, ...second.admitted].map((h) => ledger.settle(h, settlement(0))));
     await expectSettledInvariant(ws, 1000 * MICROS_PER_MINOR);
   });
 
