@@ -392,7 +392,7 @@ export class DynamoLedger implements Ledger {
    * Lends the key's request headroom (and, under a key limit, its credit-limit headroom) to key
    * slice `k` from the others, in one conditional transaction; true when something was written.
    */
-  private async rebalanceKey(request: AdmitRequest, snapshot: AdmissionSnapshot, k: number): Promise<boolean> {
+  private async rebalanceKey(request: AdmitRequest, snapshot: AdmissionSnapshot, k: number, what: { counter: boolean } = { counter: true }): Promise<boolean> {
     const { limits, now } = request;
     const active = keySliceCount(snapshot.active);
     const items: TransactItems = [];
@@ -405,7 +405,7 @@ export class DynamoLedger implements Ledger {
       }
     };
     const counters = snapshot.keyCounters ?? [];
-    add(planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active), counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, now), Math.floor(now / 1000) + 180);
+    if (what.counter) add(planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active), counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, now), Math.floor(now / 1000) + 180);
     if (!request.byok && limits.keyLimitMicros !== undefined) {
       const windows = snapshot.keyWindows ?? [];
       const ttl = ttlAfter(windowEnd(limits.keyWindow, now));
@@ -628,7 +628,7 @@ export class DynamoLedger implements Ledger {
     if (hold.byok) return true;
     const slice = hold.slice ?? 0;
     const memo = this.memoOf(hold.workspaceId);
-    let moved = false;
+    let borrowed = 0;
     for (let attempt = 0; attempt < 8; attempt += 1) {
       const items: TransactItems = [
         {
@@ -668,21 +668,60 @@ export class DynamoLedger implements Ledger {
           await pause(attempt);
           continue;
         }
+        if (failed(err, 0)) return false; // the hold is gone (settled or swept)
         if (failed(err, 1)) {
           const item = reasonItem(err, 1);
           const before = memo.seen.get(slice);
           this.learn(memo, slice, item);
           const seen = memo.seen.get(slice);
+          // Only the spend-rate slot was stale: write again over what came back.
           if (seen !== undefined && seen.availableMicros >= extraMicros && JSON.stringify(before?.slots) !== JSON.stringify(seen.slots)) continue;
-          if (seen !== undefined && seen.availableMicros < extraMicros && !moved) {
-            moved = true;
-            if (await this.moveCreditTo(hold.workspaceId, slice, extraMicros - seen.availableMicros, now).catch(() => false)) continue;
-          }
+        }
+        // The hold's slice, its month share or its key slice's window share is short. Like an
+        // admission, an extension is refused only when a consistent read of every slice shows
+        // the whole cannot cover; otherwise headroom is borrowed from the other slices.
+        if (borrowed < 3) {
+          borrowed += 1;
+          if (await this.borrowForExtension(hold, extraMicros, limits, now)) continue;
         }
         return false;
       }
     }
     return false;
+  }
+
+  /**
+   * Moves credit, month headroom and key-window headroom into a running hold's slice and key slice
+   * so it can grow by `extraMicros`; false when a consistent read of every slice shows the
+   * workspace (its balance, its month, the key's or member's window) cannot cover it, or nothing
+   * could be moved. The request rate and the spend-rate cap do not bound an extension.
+   */
+  private async borrowForExtension(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    const slice = hold.slice ?? 0;
+    const request: AdmitRequest = {
+      holdId: hold.holdId,
+      workspaceId: hold.workspaceId,
+      keyId: hold.keyId,
+      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
+      family: hold.family,
+      requestedModel: hold.requestedModel,
+      amountMicros: extraMicros,
+      inputMicros: 0,
+      byok: false,
+      limits,
+      now,
+      expiresAt: hold.expiresAt,
+    };
+    const snapshot = await this.snapshot(hold.workspaceId, this.memoOf(hold.workspaceId), request);
+    const unbounded = { ...limits, keyRatePerMinute: Number.MAX_SAFE_INTEGER, spendRateCapMicros: Number.MAX_SAFE_INTEGER };
+    const ask: AdmissionAsk = { needMicros: extraMicros, limits: unbounded, byok: false, hasMember: hold.memberId !== undefined, now };
+    if (refusalFor(snapshot, ask) !== undefined) return false;
+    // Money and month headroom only: the spend-rate headroom stays where it is.
+    const plan = planRebalance(snapshot, slice, { ...ask, limits });
+    const edits = plan.edits.map((e) => ({ slice: e.slice, availableDelta: e.availableDelta, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }));
+    const moved = edits.some((e) => e.availableDelta !== 0 || e.monthDelta !== 0 || e.monthSet !== undefined) && (await this.rebalance(hold.workspaceId, snapshot, { target: slice, edits }, limits, now));
+    const lent = await this.rebalanceKey(request, snapshot, keySliceOf(slice), { counter: false });
+    return moved || lent;
   }
 
   async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }> {
