@@ -120,6 +120,14 @@ export interface StageOverrides {
   readonly consoleOrigin?: string;
 }
 
+/**
+ * The per-key request rate of a deployed stage: 1,000 requests a second. A key's items on one key
+ * slice take 6 write units per request (see docs/store.md), so its 8 key slices carry 1,333 req/s
+ * and the rate, not the store, is what binds; below that, the store would be idle while keys were
+ * refused. Local mode and tests keep the config's low default (600 a minute).
+ */
+const DEPLOYED_KEY_RATE_PER_MINUTE = 60_000;
+
 /** Settings as written per stage; the derived names are filled in by {@link stageSettings}. */
 type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail'>;
 
@@ -140,7 +148,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
   dev: {
     removalPolicy: RemovalPolicy.DESTROY,
     deletionProtection: false,
-    keyRatePerMinute: 600,
+    keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.ONE_WEEK,
     gatewayMemoryMb: 512,
@@ -162,7 +170,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
   stg: {
     removalPolicy: RemovalPolicy.DESTROY,
     deletionProtection: false,
-    keyRatePerMinute: 600,
+    keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.ONE_MONTH,
     gatewayMemoryMb: 1024,
@@ -185,7 +193,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     // Balances and usage are customers' money: a stack deletion must never take them along.
     removalPolicy: RemovalPolicy.RETAIN,
     deletionProtection: true,
-    keyRatePerMinute: 600,
+    keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.SIX_MONTHS,
     gatewayMemoryMb: 1024,

@@ -33,7 +33,7 @@ export function wireClient(
   config: Pick<RuntimeConfig, 'dynamoEndpoint'>,
   doc: DynamoDBDocumentClient,
   env: NodeJS.ProcessEnv = process.env,
-  limits: Pick<DynamoWireOptions, 'attemptTimeoutMs' | 'callBudgetMs'> = {},
+  limits: Pick<DynamoWireOptions, 'attemptTimeoutMs' | 'callBudgetMs' | 'maxAttempts' | 'maxSockets'> = {},
 ): DynamoWire {
   if (config.dynamoEndpoint !== undefined) {
     return new DynamoWire({ endpoint: config.dynamoEndpoint, region: 'local', credentials: () => Promise.resolve(LOCAL_CREDENTIALS), ...limits });

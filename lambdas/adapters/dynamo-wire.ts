@@ -73,6 +73,13 @@ export interface DynamoWireOptions {
    * for a pooled connection counts. @default 10000
    */
   readonly callBudgetMs?: number;
+  /**
+   * Most requests in flight at once; the rest wait for a socket (that wait counts against the
+   * call's budget). Deployed, a function serves one request at a time, so no cap is needed; a
+   * test racing 200 admissions in one process against DynamoDB Local may bound what Local has to
+   * queue on its lock. @default no cap
+   */
+  readonly maxSockets?: number;
 }
 
 /** The default {@link DynamoWireOptions.callBudgetMs}: the longest a store call may take. */
@@ -221,7 +228,8 @@ export class DynamoWire implements DocumentSender {
     // No cap on sockets: a call must never wait in this process for a connection, since that wait
     // would count against its budget. A deployed function serves one request at a time; local mode
     // and the tests serve many at once and must not queue behind an arbitrary limit.
-    this.agent = secure ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
+    const sockets = options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {};
+    this.agent = secure ? new https.Agent({ keepAlive: true, ...sockets }) : new http.Agent({ keepAlive: true, ...sockets });
     this.signer = new WireSigner(options.region, this.url.host);
     this.maxAttempts = options.maxAttempts ?? 4;
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;

@@ -12,6 +12,7 @@
  * every other slice none, which is what the store writes when it first touches such an item.
  */
 import type { AdmissionLimits, Refusal } from '../gateway/ports';
+import type { KeyShareView } from './key-slices';
 import { partitionSlots, spendRetryAfterSeconds, type RateSlot } from './spend-rate';
 import { secondsToNextMinute } from './windows';
 
@@ -57,6 +58,10 @@ export interface AdmissionSnapshot {
   readonly keyRequests: number;
   readonly keyWindow?: WindowView;
   readonly memberMonth?: WindowView;
+  /** The key's request counter on each key slice read (see key-slices.ts); `keyRequests` is their real total. */
+  readonly keyCounters?: readonly KeyShareView[];
+  /** The key's window on each key slice read; `keyWindow` is their real total. */
+  readonly keyWindows?: readonly KeyShareView[];
 }
 
 /** What one admission asks. */

@@ -2,7 +2,8 @@
  * API keys: minting (shown once), listing (visible part only), expiry and credit limits.
  * A key is stored only as the SHA-256 of the raw string plus its visible part.
  */
-import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, TransactGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { KEY_SLICES } from '../core/key-slices';
 import { windowId, windowKeys } from '../core/windows';
 import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
 import type { KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
@@ -386,9 +387,20 @@ export async function showKey(ctx: AdminContext, ref: KeyRef): Promise<KeyDetail
     key.creditLimitMicros === undefined
       ? Promise.resolve(undefined)
       : ctx.doc
-          // The key's window lives under the key's own partition (the store's layout).
-          .send(new GetCommand({ TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, 0, windowKeys.key(key.keyId, cadence, now)), ConsistentRead: true }))
-          .then((o) => o.Item as WindowRecord | undefined),
+          // The key's window lives under the key's own partition, split over its key slices (the
+          // store's layout): settled and held are their sums, read consistently in one call.
+          .send(
+            new TransactGetCommand({
+              TransactItems: Array.from({ length: KEY_SLICES }, (_, k) => ({
+                Get: { TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, k, windowKeys.key(key.keyId, cadence, now)) },
+              })),
+            }),
+          )
+          .then((o) => {
+            const items = (o.Responses ?? []).map((r) => r.Item as WindowRecord | undefined).filter((i): i is WindowRecord => i !== undefined);
+            if (items.length === 0) return undefined;
+            return { settledMicros: items.reduce((a, i) => a + (i.settledMicros ?? 0), 0), heldMicros: items.reduce((a, i) => a + (i.heldMicros ?? 0), 0) };
+          }),
     lastUseOfKey(ctx, { workspaceId: key.workspaceId, keyId: key.keyId, sinceMs: now - LAST_USE_LOOKBACK_MS, untilMs: now }),
   ]);
   return {

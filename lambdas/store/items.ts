@@ -14,6 +14,7 @@
  * limit that headroom was written under (-1: none).
  */
 import type { MonthShareView, SliceEdit, SliceView, WindowView } from '../core/admission';
+import type { KeyShareEdit, KeyShareView } from '../core/key-slices';
 import { RATE_SLOTS, slotOf, type RateSlot } from '../core/spend-rate';
 import { UpdateBuilder, type BuiltUpdate } from './expr';
 
@@ -141,18 +142,21 @@ export function sliceDebit(args: {
  * The slice's share of the workspace month. Under a limit, the share's headroom must cover the
  * need; a share never written starts with the whole limit on slice 0 and none elsewhere.
  */
-export function monthDebit(args: { slice: number; micros: number; limitMicros: number | undefined; ttl: number; check: boolean }): BuiltUpdate {
+export function monthDebit(args: { slice: number; micros: number; limitMicros: number | undefined; ttl: number | undefined; check: boolean }): BuiltUpdate {
   const u = new UpdateBuilder();
   const tag = args.limitMicros ?? -1;
   const init = args.slice === 0 && args.limitMicros !== undefined ? args.limitMicros : 0;
   const room = u.a('roomMicros');
   const limit = u.a('limitMicros');
   const settled = u.a('settledMicros');
-  const ttl = u.a('ttl');
   u.set(`${settled} = if_not_exists(${settled}, ${u.v(0)})`);
   u.set(`${limit} = if_not_exists(${limit}, ${u.v(tag)})`);
   u.set(`${room} = if_not_exists(${room}, ${u.v(init)}) - ${u.v(args.micros)}`);
-  u.set(`${ttl} = if_not_exists(${ttl}, ${u.v(args.ttl)})`);
+  // A key window that never ends has no ttl (a 0 would have DynamoDB collect it at once).
+  if (args.ttl !== undefined) {
+    const ttl = u.a('ttl');
+    u.set(`${ttl} = if_not_exists(${ttl}, ${u.v(args.ttl)})`);
+  }
   u.add('heldMicros', args.micros).add('usedMicros', args.micros);
   if (args.check && args.limitMicros !== undefined) {
     const written = `${limit} = ${u.v(tag)} AND ${room} >= ${u.v(args.micros)}`;
@@ -275,5 +279,77 @@ export function monthRebalance(edit: SliceEdit, seen: SliceView, limitMicros: nu
   } else {
     u.when(`attribute_not_exists(${used}) OR ${limit} = ${u.v(limitMicros)}`);
   }
+  return u.build();
+}
+
+/** The attribute names of a key share: the request counter's, or the key window's. */
+export interface KeyShareNames {
+  readonly used: string;
+  readonly given: string;
+  readonly room: string;
+  readonly tag: string;
+}
+
+/** The request counter's names (slice 0 keeps `requests`, as it always had). */
+export const COUNTER_NAMES: KeyShareNames = { used: 'requests', given: 'given', room: 'room', tag: 'lim' };
+/** The key window's names (a key slice j > 0 uses the month share's `roomMicros`/`limitMicros`). */
+export const KEY_WINDOW_NAMES: KeyShareNames = { used: 'usedMicros', given: 'givenMicros', room: 'roomMicros', tag: 'limitMicros' };
+
+/** A key share (counter or window) on key slice `slice` as a view; a missing item is empty. */
+export function keyShareView(slice: number, item: Item | undefined, names: KeyShareNames): KeyShareView {
+  const i = item ?? {};
+  return {
+    slice,
+    exists: item !== undefined,
+    used: num(i[names.used]),
+    settled: num(i.settledMicros),
+    held: num(i.heldMicros),
+    given: num(i[names.given]),
+    room: num(i[names.room]),
+    tag: typeof i[names.tag] === 'number' ? (i[names.tag] as number) : -1,
+  };
+}
+
+/** The request counter on key slice j > 0: one request out of the headroom lent to it under this rate. */
+export function keyCounterDebit(limit: number, ttl: number): BuiltUpdate {
+  const u = new UpdateBuilder();
+  u.add('requests', 1).add('room', -1).set(`${u.a('ttl')} = ${u.v(ttl)}`);
+  u.when(`${u.a('lim')} = ${u.v(limit)} AND ${u.a('room')} >= ${u.v(1)}`);
+  return u.build();
+}
+
+const equalsSeen = (u: UpdateBuilder, name: string, seen: number): string =>
+  seen === 0 ? `(attribute_not_exists(${u.a(name)}) OR ${u.a(name)} = ${u.v(0)})` : `${u.a(name)} = ${u.v(seen)}`;
+
+/**
+ * One key share's part of a key rebalance. Slice 0 lends (its `used` and `given` grow together,
+ * so its own condition still bounds the real total) only within its limit, and takes back what
+ * others return; a slice j gives only what it has under the current limit. A retag is
+ * conditioned on exactly the figures it was computed from.
+ */
+export function keyShareRebalance(edit: KeyShareEdit, seen: KeyShareView, names: KeyShareNames, limit: number, ttl: number | undefined): BuiltUpdate | undefined {
+  const u = new UpdateBuilder();
+  if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
+  if (edit.slice === 0) {
+    if (edit.givenSet !== undefined) {
+      const used = seen.used - seen.given + edit.givenSet;
+      u.when(equalsSeen(u, names.used, seen.used)).when(equalsSeen(u, names.given, seen.given));
+      u.set(`${u.a(names.used)} = ${u.v(used)}, ${u.a(names.given)} = ${u.v(edit.givenSet)}`);
+      return u.build();
+    }
+    if (edit.delta === 0) return undefined;
+    u.add(names.used, edit.delta).add(names.given, edit.delta);
+    if (edit.delta > 0) u.when(`attribute_not_exists(${u.a(names.used)}) OR ${u.a(names.used)} <= ${u.v(limit - edit.delta)}`);
+    return u.build();
+  }
+  if (edit.retag === true) {
+    u.when(equalsSeen(u, names.used, seen.used));
+    u.set(`${u.a(names.room)} = ${u.v(0)}, ${u.a(names.tag)} = ${u.v(limit)}`);
+    return u.build();
+  }
+  if (edit.delta === 0) return undefined;
+  u.add(names.room, edit.delta).set(`${u.a(names.tag)} = if_not_exists(${u.a(names.tag)}, ${u.v(limit)})`);
+  if (edit.delta < 0) u.when(`${u.a(names.tag)} = ${u.v(limit)} AND ${u.a(names.room)} >= ${u.v(-edit.delta)}`);
+  else u.when(`attribute_not_exists(${u.a(names.tag)}) OR ${u.a(names.tag)} = ${u.v(limit)}`);
   return u.build();
 }

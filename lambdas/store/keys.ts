@@ -7,12 +7,14 @@
  * - `WS#<ws>#S<i>` / `BALANCE`: slice i > 0; every slice on its own partition key value.
  * - `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`: slice i's share of the workspace month, on its own
  *   partition key value so a hot slice's money item and month share are separate loads.
- * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>` and `RATE#<keyId>#<minute>`: the key's own items.
+ * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>` and `RATE#<keyId>#<minute>`: the key's own items
+ *   (key slice 0); `KEY#<ws>#<keyId>#S<j>`: the same items on key slice j > 0 (see core/key-slices.ts).
  * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`: a member's month.
  * holds table: `holdId`, with `expiryShard` (`X<n>`) spreading the sweeper's index.
  * usage table: `pk` = `<ws>#U<n>`, sk `<iso time>#<requestId>`; index `byRequest` on `requestId`.
  */
 import { createHash } from 'node:crypto';
+import { keySliceOf } from '../core/key-slices';
 
 /** The sort key of a slice's money item. */
 export const BALANCE_SK = 'BALANCE';
@@ -65,6 +67,11 @@ export function keyPk(workspaceId: string, keyId: string): string {
   return `KEY#${workspaceId}#${keyId}`;
 }
 
+/** Partition key of key slice `keySlice` of a key's items; key slice 0 keeps the historical key. */
+export function keySlicePk(workspaceId: string, keyId: string, keySlice: number): string {
+  return keySlice === 0 ? keyPk(workspaceId, keyId) : `${keyPk(workspaceId, keyId)}#S${keySlice}`;
+}
+
 /** Partition key of a member's items. */
 export function memberPk(workspaceId: string, memberId: string): string {
   return `MEMBER#${workspaceId}#${memberId}`;
@@ -72,12 +79,13 @@ export function memberPk(workspaceId: string, memberId: string): string {
 
 /**
  * The ledger key of a window a hold occupies, from the sort key the hold records: key windows
- * live under the key, member months under the member, the workspace month under the hold's slice.
+ * live under the key (on the key slice of the hold's slice), member months under the member, the
+ * workspace month under the hold's slice.
  */
 export function windowKey(workspaceId: string, slice: number, sk: string): { pk: string; sk: string } {
   if (sk.startsWith('KEYWIN#') || sk.startsWith('RATE#')) {
     const keyId = sk.slice(sk.indexOf('#') + 1, sk.lastIndexOf('#'));
-    return { pk: keyPk(workspaceId, keyId), sk };
+    return { pk: keySlicePk(workspaceId, keyId, keySliceOf(slice)), sk };
   }
   if (sk.startsWith('MEMBERMONTH#')) {
     const memberId = sk.slice('MEMBERMONTH#'.length, sk.lastIndexOf('#'));

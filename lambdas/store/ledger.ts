@@ -24,15 +24,17 @@ import {
   type SliceEdit,
   type SliceView,
 } from '../core/admission';
+import { KEY_SLICES as KEY_SLICE_READ, keySliceCount, keySliceOf, keyTotals, planKeyRebalance, type KeyShareEdit, type KeyShareView } from '../core/key-slices';
 import { settlementAmounts } from '../core/settlement';
 import { bucketOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
 import type { HoldRecord, UsageRecord } from '../shared/records';
+import { COUNTER_NAMES, KEY_WINDOW_NAMES, keyCounterDebit, keyShareRebalance, keyShareView, type KeyShareNames } from './items';
 import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
-import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
+import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, keySlicePk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -185,8 +187,15 @@ export class DynamoLedger implements Ledger {
   private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo): TransactItems {
     const { limits, now } = request;
     const need = request.amountMicros;
+    const k = this.keySliceFor(request, slice);
+    const counterTtl = Math.floor(now / 1000) + 180;
     const items: TransactItems = [
-      update(this.tables.ledger, { pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.rate(request.keyId, now) }, requestCount(limits.keyRatePerMinute, Math.floor(now / 1000) + 180)),
+      // Key slice 0's counter is today's item; a key slice j > 0 spends the requests lent to it.
+      update(
+        this.tables.ledger,
+        { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, now) },
+        k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl) : keyCounterDebit(limits.keyRatePerMinute, counterTtl),
+      ),
       // The hold is new: its id is the request's, so a retried admission cannot place it twice.
       { Put: { TableName: this.tables.holds, Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } },
     ];
@@ -203,10 +212,17 @@ export class DynamoLedger implements Ledger {
       const built =
         w.kind === 'month'
           ? monthDebit({ slice, micros: need, limitMicros: w.limitMicros, ttl: w.ttl ?? 0, check: true })
-          : windowDebit({ micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true });
+          : w.kind === 'key' && k !== 0
+            ? monthDebit({ slice: k, micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true })
+            : windowDebit({ micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true });
       items.push(update(this.tables.ledger, key, built));
     }
     return items;
+  }
+
+  /** The key slice a request's key items go on: its workspace slice's; a BYOK request's, by its id among the key's slices. */
+  private keySliceFor(request: AdmitRequest, slice: number): number {
+    return request.byok ? shardOf(request.holdId, keySliceCount(this.memoOf(request.workspaceId).active)) : keySliceOf(slice);
   }
 
   async admit(request: AdmitRequest): Promise<AdmitOutcome> {
@@ -258,7 +274,8 @@ export class DynamoLedger implements Ledger {
           }
           // The key's request counter is one item: at its limit, that is the answer (SPEC's first).
           const counter = reasonItem(err, 0);
-          if (failed(err, 0) && counter !== undefined && num(counter.requests) >= limits.keyRatePerMinute) {
+          // (On key slice 0 only when it has lent nothing: what it lent may still be unspent elsewhere.)
+          if (failed(err, 0) && counter !== undefined && num(counter.requests) >= limits.keyRatePerMinute && num(counter.given) === 0) {
             return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: num(counter.requests) }, ask) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
           }
           if (!request.byok && failed(err, 2)) {
@@ -281,13 +298,13 @@ export class DynamoLedger implements Ledger {
       const snapshot = await this.snapshot(request.workspaceId, memo, request);
       const refusal = refusalFor(snapshot, ask);
       if (refusal !== undefined) return { admitted: false, refusal };
-      if (request.byok) {
-        await pause(attempt);
-        continue;
+      if (!request.byok) {
+        // The snapshot may have taught this process the workspace's real slice count: choose among those.
+        if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
+        await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, ask), limits, now);
       }
-      // The snapshot may have taught this process the workspace's real slice count: choose among those.
-      if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
-      await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, ask), limits, now);
+      const moved = await this.rebalanceKey(request, snapshot, this.keySliceFor(request, slice));
+      if (request.byok && !moved) await pause(attempt);
     }
     throw new LedgerContentionError('admission did not settle after repeated conflicts');
   }
@@ -331,16 +348,17 @@ export class DynamoLedger implements Ledger {
       const high = memo.high;
       const keys: { pk: string; sk: string }[] = [];
       for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i), monthKey(workspaceId, i, monthId(now)));
-      let keyWinAt = -1;
       let memberAt = -1;
-      let rateAt = -1;
+      const keySlices = keySliceCount(high);
+      const firstKeyAt = keys.length;
       if (request !== undefined) {
-        rateAt = keys.push({ pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.rate(request.keyId, now) }) - 1;
-        keyWinAt = keys.push({ pk: keyPk(request.workspaceId, request.keyId), sk: windowKeys.key(request.keyId, request.limits.keyWindow, now) }) - 1;
+        for (let k = 0; k < keySlices; k += 1) {
+          const pk = keySlicePk(request.workspaceId, request.keyId, k);
+          keys.push({ pk, sk: windowKeys.rate(request.keyId, now) }, { pk, sk: windowKeys.key(request.keyId, request.limits.keyWindow, now) });
+        }
         if (request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: windowKeys.member(request.memberId, now) }) - 1;
       }
-      const out = await this.db.send(new TransactGetCommand({ TransactItems: keys.map((Key) => ({ Get: { TableName: this.tables.ledger, Key } })) }));
-      const got = (out.Responses ?? []).map((r) => r.Item as Item | undefined);
+      const got = await this.readConsistently(keys, firstKeyAt);
       this.learn(memo, 0, got[0]);
       if (memo.high > high) continue; // slice 0 says more slices were used than we read
       const slices: SliceView[] = [];
@@ -349,13 +367,74 @@ export class DynamoLedger implements Ledger {
         slices.push(view);
         if (got[2 * i] !== undefined) memo.seen.set(i, view);
       }
+      const keyCounters: KeyShareView[] = [];
+      const keyWindows: KeyShareView[] = [];
+      if (request !== undefined) {
+        for (let k = 0; k < keySlices; k += 1) {
+          keyCounters.push(keyShareView(k, got[firstKeyAt + 2 * k], COUNTER_NAMES));
+          keyWindows.push(keyShareView(k, got[firstKeyAt + 2 * k + 1], KEY_WINDOW_NAMES));
+        }
+      }
+      const windowTotals = keyTotals(keyWindows);
       return {
         slices,
         active: memo.active,
-        keyRequests: rateAt >= 0 ? num(got[rateAt]?.requests) : 0,
-        ...(keyWinAt >= 0 && got[keyWinAt] !== undefined ? { keyWindow: windowView(got[keyWinAt]) } : {}),
+        keyRequests: keyTotals(keyCounters).used,
+        keyCounters,
+        keyWindows,
+        ...(keyWindows.some((w) => w.exists) ? { keyWindow: { settledMicros: windowTotals.settled, heldMicros: windowTotals.held, usedMicros: windowTotals.used } } : {}),
         ...(memberAt >= 0 && got[memberAt] !== undefined ? { memberMonth: windowView(got[memberAt]) } : {}),
       };
+    }
+  }
+
+  /**
+   * Reads `keys` consistently: in one TransactGetItems when they fit (100 items), else the
+   * workspace's slices in one and the key's and member's items (from `split`) in another, so each
+   * quantity is still read whole from one consistent read.
+   */
+  private async readConsistently(keys: { pk: string; sk: string }[], split: number): Promise<(Item | undefined)[]> {
+    const read = async (part: { pk: string; sk: string }[]): Promise<(Item | undefined)[]> => {
+      if (part.length === 0) return [];
+      const out = await this.db.send(new TransactGetCommand({ TransactItems: part.map((Key) => ({ Get: { TableName: this.tables.ledger, Key } })) }));
+      return (out.Responses ?? []).map((r) => r.Item as Item | undefined);
+    };
+    if (keys.length <= 100) return read(keys);
+    const [a, b] = await Promise.all([read(keys.slice(0, split)), read(keys.slice(split))]);
+    return [...a, ...b];
+  }
+
+  /**
+   * Lends the key's request headroom (and, under a key limit, its credit-limit headroom) to key
+   * slice `k` from the others, in one conditional transaction; true when something was written.
+   */
+  private async rebalanceKey(request: AdmitRequest, snapshot: AdmissionSnapshot, k: number, what: { counter: boolean } = { counter: true }): Promise<boolean> {
+    const { limits, now } = request;
+    const active = keySliceCount(snapshot.active);
+    const items: TransactItems = [];
+    const add = (edits: KeyShareEdit[], shares: readonly KeyShareView[], names: KeyShareNames, limit: number, sk: string, ttl: number | undefined): void => {
+      for (const edit of edits) {
+        const seen = shares[edit.slice];
+        if (seen === undefined) continue;
+        const built = keyShareRebalance(edit, seen, names, limit, ttl);
+        if (built !== undefined) items.push(update(this.tables.ledger, { pk: keySlicePk(request.workspaceId, request.keyId, edit.slice), sk }, built));
+      }
+    };
+    const counters = snapshot.keyCounters ?? [];
+    if (what.counter) add(planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active), counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, now), Math.floor(now / 1000) + 180);
+    if (!request.byok && limits.keyLimitMicros !== undefined) {
+      const windows = snapshot.keyWindows ?? [];
+      const ttl = ttlAfter(windowEnd(limits.keyWindow, now));
+      add(planKeyRebalance(windows, k, request.amountMicros, limits.keyLimitMicros, active), windows, KEY_WINDOW_NAMES, limits.keyLimitMicros, windowKeys.key(request.keyId, limits.keyWindow, now), ttl);
+    }
+    if (items.length === 0) return false;
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+      return true;
+    } catch (err) {
+      if (!isCancelled(err)) throw err;
+      if (onlyConflicts(err)) this.onConflict();
+      return false;
     }
   }
 
@@ -560,7 +639,8 @@ export class DynamoLedger implements Ledger {
     if (!hold.byok) {
       items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros })));
       for (const sk of hold.windows) {
-        const withRoom = sk.startsWith('MONTH#');
+        // A month share and a key window on key slice j > 0 spend headroom; key slice 0 counts use.
+        const withRoom = sk.startsWith('MONTH#') || (sk.startsWith('KEYWIN#') && keySliceOf(slice) !== 0);
         items.push(update(this.tables.ledger, windowKey(hold.workspaceId, slice, sk), windowSettle({ holdMicros: hold.amountMicros, chargeMicros, withRoom })));
       }
     }
@@ -572,7 +652,7 @@ export class DynamoLedger implements Ledger {
     if (hold.byok) return true;
     const slice = hold.slice ?? 0;
     const memo = this.memoOf(hold.workspaceId);
-    let moved = false;
+    let borrowed = 0;
     for (let attempt = 0; attempt < 8; attempt += 1) {
       const items: TransactItems = [
         {
@@ -597,6 +677,9 @@ export class DynamoLedger implements Ledger {
             return update(this.tables.ledger, key, monthDebit({ slice, micros: extraMicros, limitMicros: limits.workspaceLimitMicros, ttl: 0, check: true }));
           }
           const limit = sk.startsWith('KEYWIN#') ? limits.keyLimitMicros : limits.memberLimitMicros;
+          if (sk.startsWith('KEYWIN#') && keySliceOf(slice) !== 0) {
+            return update(this.tables.ledger, key, monthDebit({ slice: keySliceOf(slice), micros: extraMicros, limitMicros: limit, ttl: undefined, check: true }));
+          }
           return update(this.tables.ledger, key, windowDebit({ micros: extraMicros, limitMicros: limit, ttl: undefined, check: true }));
         }),
       ];
@@ -610,21 +693,60 @@ export class DynamoLedger implements Ledger {
           await pause(attempt);
           continue;
         }
+        if (failed(err, 0)) return false; // the hold is gone (settled or swept)
         if (failed(err, 1)) {
           const item = reasonItem(err, 1);
           const before = memo.seen.get(slice);
           this.learn(memo, slice, item);
           const seen = memo.seen.get(slice);
+          // Only the spend-rate slot was stale: write again over what came back.
           if (seen !== undefined && seen.availableMicros >= extraMicros && JSON.stringify(before?.slots) !== JSON.stringify(seen.slots)) continue;
-          if (seen !== undefined && seen.availableMicros < extraMicros && !moved) {
-            moved = true;
-            if (await this.moveCreditTo(hold.workspaceId, slice, extraMicros - seen.availableMicros, now).catch(() => false)) continue;
-          }
+        }
+        // The hold's slice, its month share or its key slice's window share is short. Like an
+        // admission, an extension is refused only when a consistent read of every slice shows
+        // the whole cannot cover; otherwise headroom is borrowed from the other slices.
+        if (borrowed < 3) {
+          borrowed += 1;
+          if (await this.borrowForExtension(hold, extraMicros, limits, now)) continue;
         }
         return false;
       }
     }
     return false;
+  }
+
+  /**
+   * Moves credit, month headroom and key-window headroom into a running hold's slice and key slice
+   * so it can grow by `extraMicros`; false when a consistent read of every slice shows the
+   * workspace (its balance, its month, the key's or member's window) cannot cover it, or nothing
+   * could be moved. The request rate and the spend-rate cap do not bound an extension.
+   */
+  private async borrowForExtension(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    const slice = hold.slice ?? 0;
+    const request: AdmitRequest = {
+      holdId: hold.holdId,
+      workspaceId: hold.workspaceId,
+      keyId: hold.keyId,
+      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
+      family: hold.family,
+      requestedModel: hold.requestedModel,
+      amountMicros: extraMicros,
+      inputMicros: 0,
+      byok: false,
+      limits,
+      now,
+      expiresAt: hold.expiresAt,
+    };
+    const snapshot = await this.snapshot(hold.workspaceId, this.memoOf(hold.workspaceId), request);
+    const unbounded = { ...limits, keyRatePerMinute: Number.MAX_SAFE_INTEGER, spendRateCapMicros: Number.MAX_SAFE_INTEGER };
+    const ask: AdmissionAsk = { needMicros: extraMicros, limits: unbounded, byok: false, hasMember: hold.memberId !== undefined, now };
+    if (refusalFor(snapshot, ask) !== undefined) return false;
+    // Money and month headroom only: the spend-rate headroom stays where it is.
+    const plan = planRebalance(snapshot, slice, { ...ask, limits });
+    const edits = plan.edits.map((e) => ({ slice: e.slice, availableDelta: e.availableDelta, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }));
+    const moved = edits.some((e) => e.availableDelta !== 0 || e.monthDelta !== 0 || e.monthSet !== undefined) && (await this.rebalance(hold.workspaceId, snapshot, { target: slice, edits }, limits, now));
+    const lent = await this.rebalanceKey(request, snapshot, keySliceOf(slice), { counter: false });
+    return moved || lent;
   }
 
   async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }> {
@@ -634,9 +756,39 @@ export class DynamoLedger implements Ledger {
       );
       return {};
     } catch (err) {
-      if (isConditionFailure(err)) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
-      throw err;
+      if (!isConditionFailure(err)) throw err;
     }
+    // Key slice 0 is spent, but what it lent may be unspent on the key's other slices: count the
+    // request there, or refuse only when a consistent read of every key slice shows the minute full.
+    const sk = windowKeys.rate(keyId, now);
+    const ttl = Math.floor(now / 1000) + 180;
+    for (let attempt = 0; attempt < 8; attempt += 1) {
+      const keys = Array.from({ length: KEY_SLICE_READ }, (_, k) => ({ pk: keySlicePk(workspaceId, keyId, k), sk }));
+      const got = await this.readConsistently(keys, keys.length);
+      const shares = got.map((item, k) => keyShareView(k, item, COUNTER_NAMES));
+      if (keyTotals(shares).used >= ratePerMinute) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
+      const lent = shares.find((x) => x.slice !== 0 && x.tag === ratePerMinute && x.room >= 1);
+      try {
+        if (lent !== undefined) {
+          await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keySlicePk(workspaceId, keyId, lent.slice), sk }, ...keyCounterDebit(ratePerMinute, ttl) }));
+          return {};
+        }
+        // Headroom lent under another rate: take it back to slice 0, then count there.
+        const items: TransactItems = [];
+        for (const edit of planKeyRebalance(shares, 0, 1, ratePerMinute, KEY_SLICE_READ)) {
+          const seen = shares[edit.slice];
+          const built = seen === undefined ? undefined : keyShareRebalance(edit, seen, COUNTER_NAMES, ratePerMinute, ttl);
+          if (built !== undefined) items.push(update(this.tables.ledger, { pk: keySlicePk(workspaceId, keyId, edit.slice), sk }, built));
+        }
+        if (items.length > 0) await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, keyId), sk }, ...requestCount(ratePerMinute, ttl) }));
+        return {};
+      } catch (err) {
+        if (!isConditionFailure(err) && !isCancelled(err)) throw err;
+        await pause(attempt);
+      }
+    }
+    throw new LedgerContentionError('the key request count did not settle after repeated conflicts');
   }
 
   /** A consistent snapshot of a workspace's slices, and what this process learns from it. */

@@ -24,6 +24,7 @@ import { DynamoLedger, readBalance } from '../../lambdas/store';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { callName, countRoundTrips, type TripLog } from '../../bench/round-trips';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
+import { testDate } from '../support/clock';
 import { CollectingSink, KEY_ID, MemoryDirectory, RAW_KEY, ScriptedUpstream, memoryCatalog } from '../support/memory-ports';
 
 let tables: TestTables;
@@ -47,7 +48,8 @@ afterAll(() => {
 
 jest.setTimeout(180_000);
 
-const START = Date.UTC(2026, 10, 22, 12, 0, 0, 250);
+/** Ahead of the real clock, so DynamoDB Local's TTL never collects a hold or counter mid-test (test/support/clock.ts). */
+const START = testDate(10, 22, 12, 0, 0, 250);
 /** The deployed default cap, and a workspace month limit: every item an admission writes carries its condition. */
 const LIMITS: AdmissionLimits = {
   keyWindow: 'monthly',

@@ -15,6 +15,7 @@ import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../
 import { sweep } from '../../lambdas/sweeper/sweep';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
+import { testDate } from '../support/clock';
 
 
 let tables: TestTables;
@@ -36,7 +37,8 @@ afterAll(() => {
 
 jest.setTimeout(180_000);
 
-const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
+/** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
+const NOW = testDate(10, 22, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 let seq = 0;
 

@@ -14,6 +14,7 @@ import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/ga
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
+import { testDate } from '../support/clock';
 import { windowKey } from '../../lambdas/store/keys';
 
 
@@ -35,7 +36,8 @@ afterAll(() => {
   tables.client.destroy();
 });
 
-const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
+/** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
+const NOW = testDate(10, 22, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 let seq = 0;
 
@@ -183,7 +185,7 @@ describe('limits', () => {
 
   it('key windows roll over on UTC calendars; a never-resetting limit does not clear by waiting', async () => {
     const ws = await workspace(100);
-    const endOfMonth = Date.UTC(2026, 10, 30, 23, 59, 59, 999);
+    const endOfMonth = testDate(10, 30, 23, 59, 59, 999);
     const nextMonth = endOfMonth + 1;
     for (const cadence of ['monthly', 'never'] as const) {
       const keyId = `key_${cadence}`;
@@ -199,16 +201,16 @@ describe('limits', () => {
     }
     // Daily and weekly cadences roll at UTC midnight and on Monday.
     const daily: AdmissionLimits = { ...OPEN, keyLimitMicros: 10, keyWindow: 'daily' };
-    const d1 = await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: Date.UTC(2026, 10, 22, 23, 59) }));
+    const d1 = await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: testDate(10, 22, 23, 59) }));
     expect(d1.admitted).toBe(true);
-    expect((await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: Date.UTC(2026, 10, 22, 23, 59, 30) }))).admitted).toBe(false);
-    const d2 = await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: Date.UTC(2026, 10, 23, 0, 0) }));
+    expect((await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: testDate(10, 22, 23, 59, 30) }))).admitted).toBe(false);
+    const d2 = await ledger.admit(request(ws, 10, { keyId: 'key_daily', limits: daily, now: testDate(10, 23, 0, 0) }));
     expect(d2.admitted).toBe(true);
     const weekly: AdmissionLimits = { ...OPEN, keyLimitMicros: 10, keyWindow: 'weekly' };
-    // 2026-11-22 is a Sunday; the next ISO week starts Monday 2026-11-23.
-    const w1 = await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: Date.UTC(2026, 10, 17) }));
-    expect((await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: Date.UTC(2026, 10, 22, 23) }))).admitted).toBe(false);
-    const w2 = await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: Date.UTC(2026, 10, 23) }));
+    // 22 November of the test year is a Sunday (its calendar is 2026's); the next ISO week starts Monday the 23rd.
+    const w1 = await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: testDate(10, 17) }));
+    expect((await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: testDate(10, 22, 23) }))).admitted).toBe(false);
+    const w2 = await ledger.admit(request(ws, 10, { keyId: 'key_weekly', limits: weekly, now: testDate(10, 23) }));
     expect(w2.admitted).toBe(true);
     for (const o of [d1, d2, w1, w2]) if (o.admitted) await ledger.settle(o.hold, settlement(0));
     await expectSettledInvariant(ws);
@@ -228,7 +230,7 @@ describe('limits', () => {
     const w = await ledger.admit(request(ws, 2, { limits: wsLimits }));
     expect(w).toEqual({ admitted: false, refusal: { kind: 'workspace_limit_exceeded', usedMicros: 2_000_001, limitMicros: 2_000_002 } });
     // Next calendar month: both clear.
-    const next = Date.UTC(2026, 11, 1);
+    const next = testDate(11, 1);
     const n = await ledger.admit(request(ws, 2_000_000, { memberId: 'mem_x', limits: { ...member, workspaceLimitMicros: 2_000_002 }, now: next }));
     expect(n.admitted).toBe(true);
     for (const o of [m1, m3, n]) if (o.admitted) await ledger.settle(o.hold, settlement(0));
@@ -263,7 +265,7 @@ describe('limits', () => {
   it('the per-key request rate refuses within the minute and clears at the next; it outranks a 402', async () => {
     const ws = await workspace(0);
     const rate: AdmissionLimits = { ...OPEN, keyRatePerMinute: 2 };
-    const minute = Date.UTC(2026, 10, 22, 12, 5, 0);
+    const minute = testDate(10, 22, 12, 5, 0);
     expect((await ledger.countRequest(ws, 'key_r', 2, minute + 1000)).retryAfterSeconds).toBeUndefined();
     const second = await ledger.admit(request(ws, 1, { keyId: 'key_r', limits: rate, now: minute + 2000 }));
     // No credit: refused 402, and the refused admission did not count.
