@@ -19,11 +19,15 @@ import { renderUsage, usageQuery } from '../../cli/commands/usage';
 import { usageReport } from '../../lambdas/admin/usage-report';
 import type { AdminContext } from '../../lambdas/store/directory-context';
 import { ValidationError, WorkspaceNotFoundError } from '../../lambdas/store/directory-errors';
+import { TEST_YEAR, testDate } from '../support/clock';
+
+/** The tests' year (in the future: DynamoDB Local's TTL sweep runs on the real clock; see support/clock). */
+const Y = TEST_YEAR;
 
 const CREDIT = 1_000_000_000;
 const WS = 'ws_agg';
-const DAY1 = Date.UTC(2026, 10, 21, 23, 59); // 2026-11-21, a minute before midnight UTC
-const DAY2 = Date.UTC(2026, 10, 22, 0, 1); // 2026-11-22
+const DAY1 = testDate(10, 21, 23, 59); // 21 November, a minute before midnight UTC
+const DAY2 = testDate(10, 22, 0, 1); // 22 November
 
 let db: TestTables;
 let ledger: DynamoLedger;
@@ -166,10 +170,10 @@ describe('aggregator', () => {
     expect(first.events.flatMap((e) => e.Records.map(requestIdOf))).toEqual(['r1', 'r2', 'r3', 'r4']);
     for (const r of first.responses) expect(r).toEqual({ batchItemFailures: [] });
 
-    const days = await rows('day', '2026-11-21', '2026-11-22');
-    expect(find(days, '2026-11-21', 'all')).toEqual({
+    const days = await rows('day', `${Y}-11-21`, `${Y}-11-22`);
+    expect(find(days, `${Y}-11-21`, 'all')).toEqual({
       period: 'day',
-      periodId: '2026-11-21',
+      periodId: `${Y}-11-21`,
       scope: 'all',
       requests: 1,
       byokRequests: 0,
@@ -181,7 +185,7 @@ describe('aggregator', () => {
       uncollectedMicros: 0,
       outcomes: { ok: 1 },
     });
-    expect(find(days, '2026-11-22', 'all')).toMatchObject({
+    expect(find(days, `${Y}-11-22`, 'all')).toMatchObject({
       requests: 3,
       inputTokens: 500,
       cachedInputTokens: 100,
@@ -190,18 +194,18 @@ describe('aggregator', () => {
       chargeMicros: 5_500_001,
       outcomes: { ok: 1, provider_error: 1, client_disconnected: 1 },
     });
-    expect(find(days, '2026-11-22', 'key', 'key_a')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_000_001 });
-    expect(find(days, '2026-11-22', 'key', 'key_b')).toMatchObject({ requests: 1, inputTokens: 200, chargeMicros: 2_500_000 });
-    expect(find(days, '2026-11-22', 'model', 'openai/gpt-x')).toMatchObject({ requests: 1, chargeMicros: 2_500_000 });
+    expect(find(days, `${Y}-11-22`, 'key', 'key_a')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_000_001 });
+    expect(find(days, `${Y}-11-22`, 'key', 'key_b')).toMatchObject({ requests: 1, inputTokens: 200, chargeMicros: 2_500_000 });
+    expect(find(days, `${Y}-11-22`, 'model', 'openai/gpt-x')).toMatchObject({ requests: 1, chargeMicros: 2_500_000 });
     // Nothing served: filed under the model the request named.
-    expect(find(days, '2026-11-22', 'model', 'local/echo')).toMatchObject({ requests: 1, chargeMicros: 0, outcomes: { provider_error: 1 } });
-    expect(find(days, '2026-11-22', 'model', 'anthropic/claude-x')).toMatchObject({ requests: 1, chargeMicros: 3_000_001 });
+    expect(find(days, `${Y}-11-22`, 'model', 'local/echo')).toMatchObject({ requests: 1, chargeMicros: 0, outcomes: { provider_error: 1 } });
+    expect(find(days, `${Y}-11-22`, 'model', 'anthropic/claude-x')).toMatchObject({ requests: 1, chargeMicros: 3_000_001 });
     // Day 1: ALL, key_a, gpt-x; day 2: ALL, key_a, key_b, gpt-x, local/echo, claude-x.
     expect(days).toHaveLength(3 + 6);
-    const months = await rows('month', '2026-11', '2026-11');
-    expect(find(months, '2026-11', 'all')).toMatchObject({ requests: 4, inputTokens: 600, cachedInputTokens: 120, outputTokens: 170, reasoningTokens: 50, chargeMicros: 6_500_001 });
-    expect(find(months, '2026-11', 'key', 'key_a')).toMatchObject({ requests: 3, chargeMicros: 4_000_001 });
-    expect(find(months, '2026-11', 'model', 'openai/gpt-x')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_500_000 });
+    const months = await rows('month', `${Y}-11`, `${Y}-11`);
+    expect(find(months, `${Y}-11`, 'all')).toMatchObject({ requests: 4, inputTokens: 600, cachedInputTokens: 120, outputTokens: 170, reasoningTokens: 50, chargeMicros: 6_500_001 });
+    expect(find(months, `${Y}-11`, 'key', 'key_a')).toMatchObject({ requests: 3, chargeMicros: 4_000_001 });
+    expect(find(months, `${Y}-11`, 'model', 'openai/gpt-x')).toMatchObject({ requests: 2, inputTokens: 300, chargeMicros: 3_500_000 });
 
     // Delivered again, as a retried batch would be: nothing changes.
     for (const event of first.events) expect(await aggregate(deps, event)).toEqual({ batchItemFailures: [] });
@@ -212,12 +216,12 @@ describe('aggregator', () => {
     const all: DynamoDBStreamEvent = { Records: first.events.flatMap((e) => e.Records) };
     expect(await Promise.all([aggregate(deps, all), aggregate(deps, all)])).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
 
-    expect(await rows('day', '2026-11-21', '2026-11-22')).toEqual(days);
-    expect(await rows('month', '2026-11', '2026-11')).toEqual(months);
+    expect(await rows('day', `${Y}-11-21`, `${Y}-11-22`)).toEqual(days);
+    expect(await rows('month', `${Y}-11`, `${Y}-11`)).toEqual(months);
   });
 
   it('reports the first record that fails by its sequence number and leaves the later ones for the retry', async () => {
-    const at = Date.UTC(2026, 11, 3, 12); // December: totals of their own
+    const at = testDate(11, 3, 12); // December: totals of their own
     await request({ id: 'f1', keyId: 'key_f', at, servedBy: 'openai/gpt-x', counts: counts(10, 0, 5, 0), chargeMicros: 100, outcome: 'ok' });
     await request({ id: 'f2', keyId: 'key_f', at: at + 1_000, servedBy: 'openai/gpt-x', counts: counts(20, 0, 5, 0), chargeMicros: 200, outcome: 'ok' });
     await request({ id: 'f3', keyId: 'key_f', at: at + 2_000, servedBy: 'openai/gpt-x', counts: counts(30, 0, 5, 0), chargeMicros: 300, outcome: 'ok' });
@@ -250,12 +254,12 @@ describe('aggregator', () => {
     expect(faults).toBeGreaterThan(0);
     expect(await marker('f1')).toBe(true);
 
-    const dec = await rows('day', '2026-12-03', '2026-12-03');
-    expect(find(dec, '2026-12-03', 'all')).toMatchObject({ requests: 3, inputTokens: 60, chargeMicros: 600 });
+    const dec = await rows('day', `${Y}-12-03`, `${Y}-12-03`);
+    expect(find(dec, `${Y}-12-03`, 'all')).toMatchObject({ requests: 3, inputTokens: 60, chargeMicros: 600 });
   });
 
   it('stops at the failed record: later records of the batch are not rolled up', async () => {
-    const at = Date.UTC(2027, 0, 5, 12);
+    const at = Date.UTC(Y + 1, 0, 5, 12);
     await request({ id: 'g1', keyId: 'key_g', at, counts: counts(1, 0, 1, 0), chargeMicros: 10, outcome: 'ok' });
     await request({ id: 'g2', keyId: 'key_g', at: at + 1_000, counts: counts(2, 0, 1, 0), chargeMicros: 20, outcome: 'ok' });
     const { events } = await drainStream(async () => ({ batchItemFailures: [] })); // read only
@@ -270,12 +274,12 @@ describe('aggregator', () => {
     expect(JSON.parse(errors[0] ?? '{}')).toMatchObject({ event: 'rollup_failed', sequenceNumber: '1' });
     expect(await marker('g1')).toBe(false);
     expect(await marker('g2')).toBe(false);
-    expect(await rows('day', '2027-01-05', '2027-01-05')).toEqual([]);
+    expect(await rows('day', `${Y + 1}-01-05`, `${Y + 1}-01-05`)).toEqual([]);
 
     // A MODIFY or REMOVE is not a new request: skipped, not failed.
     expect(await aggregate(deps, { Records: [{ ...g1, eventName: 'MODIFY' }, g2] })).toEqual({ batchItemFailures: [] });
     expect(await marker('g1')).toBe(false);
-    expect(find(await rows('day', '2027-01-05', '2027-01-05'), '2027-01-05', 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
+    expect(find(await rows('day', `${Y + 1}-01-05`, `${Y + 1}-01-05`), `${Y + 1}-01-05`, 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
   });
 });
 
@@ -327,7 +331,7 @@ describe('batched rollups', () => {
   }
 
   it('a batch of N rows for one workspace and day writes the day item once, and a redelivery changes nothing', async () => {
-    const at = Date.UTC(2027, 1, 10, 9);
+    const at = Date.UTC(Y + 1, 1, 10, 9);
     const n = 40;
     const event: DynamoDBStreamEvent = {
       Records: Array.from({ length: n }, (_, i) => usageRecord(BW, `b1_${i}`, `key_${i % 5}`, at + i, 1_000 + i, i % 7 === 0 ? 'provider_error' : 'ok')),
@@ -338,13 +342,13 @@ describe('batched rollups', () => {
     const items = rec.sent[0]?.items ?? [];
     // n markers, then day and month, each overall, five keys and one model.
     expect(items).toHaveLength(n + 2 * (1 + 5 + 1));
-    expect(updatesOf(items, `WS#${BW}#DAY#2027-02-10`, 'ALL')).toBe(1);
-    expect(updatesOf(items, `WS#${BW}#MONTH#2027-02`, 'ALL')).toBe(1);
+    expect(updatesOf(items, `WS#${BW}#DAY#${Y + 1}-02-10`, 'ALL')).toBe(1);
+    expect(updatesOf(items, `WS#${BW}#MONTH#${Y + 1}-02`, 'ALL')).toBe(1);
     const charge = Array.from({ length: n }, (_, i) => 1_000 + i).reduce((a, b) => a + b, 0);
     const errors = Array.from({ length: n }, (_, i) => i).filter((i) => i % 7 === 0).length;
     const expected = { requests: n, inputTokens: 10 * n, cachedInputTokens: n, outputTokens: 5 * n, chargeMicros: charge, outcomes: { ok: n - errors, provider_error: errors } };
-    expect(await total(BW, '2027-02-10')).toMatchObject(expected);
-    const byKey = (await readUsage(db.doc, db.prefix, { workspaceId: BW, period: 'day', from: '2027-02-10', to: '2027-02-10' })).filter((r) => r.scope === 'key');
+    expect(await total(BW, `${Y + 1}-02-10`)).toMatchObject(expected);
+    const byKey = (await readUsage(db.doc, db.prefix, { workspaceId: BW, period: 'day', from: `${Y + 1}-02-10`, to: `${Y + 1}-02-10` })).filter((r) => r.scope === 'key');
     expect(byKey.map((r) => r.requests)).toEqual([8, 8, 8, 8, 8]);
 
     // The same batch again, and again cut differently (as a bisected or replayed batch would be).
@@ -353,11 +357,11 @@ describe('batched rollups', () => {
     expect(again.sent.every((s) => !s.ok)).toBe(true);
     expect(await aggregate(deps, { Records: event.Records.slice(5, 30) })).toEqual({ batchItemFailures: [] });
     expect(await aggregate(deps, { Records: [...event.Records.slice(30), ...event.Records.slice(0, 5)] })).toEqual({ batchItemFailures: [] });
-    expect(await total(BW, '2027-02-10')).toMatchObject(expected);
+    expect(await total(BW, `${Y + 1}-02-10`)).toMatchObject(expected);
   });
 
   it('a partially failed batch retried from the failed record is exact, whatever the retry batch holds', async () => {
-    const at = Date.UTC(2027, 1, 11, 9);
+    const at = Date.UTC(Y + 1, 1, 11, 9);
     const records = Array.from({ length: 12 }, (_, i) => usageRecord(BW, `b2_${i}`, 'key_p', at + i, 100 * (i + 1)));
     // Rows 0..4 were counted by an earlier delivery; row 7's writes fail until the failure is reported.
     expect(await aggregate(deps, { Records: records.slice(0, 5) })).toEqual({ batchItemFailures: [] });
@@ -370,14 +374,14 @@ describe('batched rollups', () => {
     expect(await marker('b2_6')).toBe(true);
     expect(await marker('b2_7')).toBe(false);
     expect(await marker('b2_8')).toBe(false);
-    expect(await total(BW, '2027-02-11')).toMatchObject({ requests: 7, chargeMicros: 100 * (1 + 2 + 3 + 4 + 5 + 6 + 7) });
+    expect(await total(BW, `${Y + 1}-02-11`)).toMatchObject({ requests: 7, chargeMicros: 100 * (1 + 2 + 3 + 4 + 5 + 6 + 7) });
     // The retry starts at the failed record and runs on past the first batch's end.
     expect(await aggregate(deps, { Records: records.slice(7) })).toEqual({ batchItemFailures: [] });
-    expect(await total(BW, '2027-02-11')).toMatchObject({ requests: 12, chargeMicros: 100 * ((12 * 13) / 2) });
+    expect(await total(BW, `${Y + 1}-02-11`)).toMatchObject({ requests: 12, chargeMicros: 100 * ((12 * 13) / 2) });
   });
 
   it('a batch too large for one transaction is written in runs of at most 100 items, exactly once', async () => {
-    const at = Date.UTC(2027, 1, 12, 9);
+    const at = Date.UTC(Y + 1, 1, 12, 9);
     // Every row its own workspace: seven items per row, so 14 rows per transaction.
     const records = Array.from({ length: 40 }, (_, i) => usageRecord(`ws_many_${i}`, `b3_${i}`, 'key_m', at, 7));
     const rec = recording();
@@ -386,7 +390,7 @@ describe('batched rollups', () => {
     expect(await aggregate({ ...deps, doc: rec.doc }, { Records: records })).toEqual({ batchItemFailures: [] });
     expect(rec.sent.length).toBeGreaterThan(1);
     for (const s of rec.sent) expect(s.items.length).toBeLessThanOrEqual(100);
-    for (let i = 0; i < 40; i += 1) expect(await total(`ws_many_${i}`, '2027-02-12')).toMatchObject({ requests: 1, chargeMicros: 7 });
+    for (let i = 0; i < 40; i += 1) expect(await total(`ws_many_${i}`, `${Y + 1}-02-12`)).toMatchObject({ requests: 1, chargeMicros: 7 });
   });
 });
 
@@ -402,22 +406,22 @@ describe('sluice usage', () => {
       new PutCommand({ TableName: tableName(db.prefix, 'workspaces'), Item: { pk: WS, sk: 'META', workspaceId: WS, name: 'agg', createdAt: 0, paused: false } }),
     );
     const ctx = { doc: db.doc, tablePrefix: db.prefix, stage: 'local', now: () => DAY2 };
-    const out = await usageCommand(['-w', WS, '--from', '2026-11-21'], ctx);
+    const out = await usageCommand(['-w', WS, '--from', `${Y}-11-21`], ctx);
     const text = out.human.join('\n');
-    expect(out.human[0]).toBe(`usage of ${WS} by day, 2026-11-21 to 2026-11-22 (UTC)`);
-    expect(text).toMatch(/^ {2}2026-11-22 +3 +500 +100 +120 +40 +USD 0\.05500001$/m);
+    expect(out.human[0]).toBe(`usage of ${WS} by day, ${Y}-11-21 to ${Y}-11-22 (UTC)`);
+    expect(text).toMatch(new RegExp(`^ {2}${Y}-11-22 +3 +500 +100 +120 +40 +USD 0\\.05500001$`, 'm'));
     expect(text).toMatch(/^ {2}all +4 +600 +120 +170 +50 +USD 0\.06500001$/m);
-    expect(text).toMatch(/^ {2}2026-11-22 +key_a +2 .* USD 0\.03000001$/m);
-    expect(text).toMatch(/^ {2}2026-11-22 +local\/echo +1 .* USD 0\.00$/m);
+    expect(text).toMatch(new RegExp(`^ {2}${Y}-11-22 +key_a +2 .* USD 0\\.03000001$`, 'm'));
+    expect(text).toMatch(new RegExp(`^ {2}${Y}-11-22 +local\\/echo +1 .* USD 0\\.00$`, 'm'));
     const json = out.json as { total: { chargeMicros: number; spend: string }; byModel: { id: string }[] };
     expect(json.total).toMatchObject({ requests: 4, chargeMicros: 6_500_001, spend: 'USD 0.06500001' });
     expect(json.byModel.map((r) => r.id)).toEqual(['openai/gpt-x', 'anthropic/claude-x', 'local/echo', 'openai/gpt-x']);
 
-    const months = await usageCommand(['-w', WS, '--period', 'month', '--from', '2026-11', '--to', '2027-01', '--json'], ctx);
+    const months = await usageCommand(['-w', WS, '--period', 'month', '--from', `${Y}-11`, '--to', `${Y + 1}-01`, '--json'], ctx);
     expect((months.json as { totals: { periodId: string; requests: number }[] }).totals.map((r) => [r.periodId, r.requests])).toEqual([
-      ['2026-11', 4],
-      ['2026-12', 3],
-      ['2027-01', 1],
+      [`${Y}-11`, 4],
+      [`${Y}-12`, 3],
+      [`${Y + 1}-01`, 1],
     ]);
     await expect(usageCommand(['-w', WS, '--from', '2026-11-31'], ctx)).rejects.toThrow(ValidationError);
     await expect(usageCommand(['-w', 'ws_nobody'], ctx)).rejects.toThrow(WorkspaceNotFoundError);

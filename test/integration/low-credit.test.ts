@@ -14,6 +14,7 @@ import type { LowCreditNotice } from '../../lambdas/notifier/ports';
 import { tableName } from '../../lambdas/shared/schema';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { testDate } from '../support/clock';
 
 let tables: TestTables;
 let ledger: DynamoLedger;
@@ -31,7 +32,8 @@ afterAll(() => {
   tables.client.destroy();
 });
 
-const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
+// In the tests' future year: DynamoDB Local's TTL sweep runs on the real clock (see support/clock).
+const NOW = testDate(10, 23, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 let seq = 0;
 

@@ -11,6 +11,7 @@ import { ENV, loadConfig } from '../../lambdas/shared/config';
 import { TABLES, tableName } from '../../lambdas/shared/schema';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { testDate } from '../support/clock';
 
 let tables: TestTables;
 let admin: AdminContext;
@@ -25,7 +26,9 @@ afterAll(() => {
   tables.client.destroy();
 });
 
-const NOW = Date.UTC(2026, 10, 23, 12, 0, 0, 500);
+// In the tests' future year: DynamoDB Local's TTL sweep runs on the real clock and would delete a
+// row whose ttl had passed before the test reads it back (see support/clock).
+const NOW = testDate(10, 23, 12, 0, 0, 500);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 
 async function usageRowAfterOneRequest(usageRetentionDays: number | undefined): Promise<Record<string, unknown>> {
