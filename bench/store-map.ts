@@ -34,7 +34,8 @@ import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
 import { closedLoop, post, targetFrom, type Target } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
-import { ceilingOf, hottest, keyPartitions, keyWrites, storeFamilies, type FamilyWorkspace, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
+import { dayId, monthId } from '../lambdas/core/windows';
+import { ceilingOf, hottest, keyPartitions, keyWrites, rollupFamilies, storeFamilies, type FamilyWorkspace, type RollupPeriodId, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
 import { WriteTap, type CallCounts } from './store-map-tap';
 
 /** How big each part is. */
@@ -169,10 +170,20 @@ function toKeyWrites(writes: readonly ItemWrite[]): KeyWrite[] {
   return writes.flatMap((w) => keyWrites(w, TABLES[w.table as TableName]));
 }
 
-function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
-  const families: KeyFamily[] = storeFamilies(workspaces);
+/** The days and months a load's rows may fall in: those of its start and of now (UTC). */
+function periodsSince(startedAt: number): RollupPeriodId[] {
+  const ids = new Map<string, RollupPeriodId>();
+  for (const at of [startedAt, Date.now()]) {
+    ids.set(`day ${dayId(at)}`, { period: 'day', periodId: dayId(at) });
+    ids.set(`month ${monthId(at)}`, { period: 'month', periodId: monthId(at) });
+  }
+  return [...ids.values()];
+}
+
+function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number; startedAt: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
   const ownKeys = new Set(callers.flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES)));
   const keys = toKeyWrites(writes);
+  const families: KeyFamily[] = [...storeFamilies(workspaces), ...rollupFamilies(workspaces, periodsSince(run.startedAt), new Set(keys.map((k) => k.partition)))];
   // Every request sent: a rare failure (after admission) still wrote.
   const n = Math.max(1, run.ok + run.failed);
   const perRequest: Record<string, { calls: number; writes: number; units: number }> = {};
@@ -331,7 +342,8 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const reported = { agrees: 0, differs: 0, differences: [] as string[] };
     const runLoad = async (name: string, concurrency: number, callersOf: readonly Caller[], pick: (i: number) => Caller): Promise<LoadMap> => {
       log(`load: ${name}, ${plan.requests} requests at concurrency ${concurrency}`);
-      const run = await bounded(target, plan.requests, concurrency, pick);
+      const startedAt = Date.now();
+      const run = { ...(await bounded(target, plan.requests, concurrency, pick)), startedAt };
       if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
       await settle();
       const { writes, counts } = tap.take();
