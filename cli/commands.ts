@@ -13,6 +13,7 @@ import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
 import { readCatalogFiles } from './catalog-files';
+import { SLICES_COMMAND } from './commands/slices';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
 export type Values = Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>;
@@ -354,6 +355,7 @@ export const COMMANDS: readonly Command[] = [
       return { json: out, human: [`low-credit notice below: ${money(out.lowCreditThresholdMicros)}`] };
     },
   },
+  SLICES_COMMAND,
   {
     group: 'member',
     action: 'add',

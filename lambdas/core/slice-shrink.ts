@@ -15,6 +15,8 @@
  *   slice, never goes below the operator's floor, and halves at most per step.
  */
 
+/** Growth's threshold (`grownSliceCount` in `admission.ts`): more than this share of admissions met a conflict. */
+export const GROWTH_CONFLICT_RATE = 1 / 5;
 /** How long the count must have stood, and the span the load is judged over. */
 export const SHRINK_QUIET_MS = 15 * 60_000;
 /** The conflict rate under which shrinking is considered: one in this many admissions. */

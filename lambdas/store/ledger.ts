@@ -714,7 +714,17 @@ export async function drainRetired(db: DocumentSender, ledgerTable: string, work
  * by the settlement that lands there (see `maintain`). True when the count was changed.
  */
 export async function consolidateSlices(db: DocumentSender, tables: LedgerTables, workspaceId: string, from: number, to: number): Promise<boolean> {
-  if (!(await writeSliceCount(db, tables.ledger, workspaceId, from, to, undefined))) return false;
+  // Slice 0 of a busy workspace is in a transaction most of the time: a plain write to it meets
+  // TransactionConflict (or, locally, a lock timeout), so the change is tried a few times.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (!(await writeSliceCount(db, tables.ledger, workspaceId, from, to, undefined))) return false;
+      break;
+    } catch (err) {
+      if (attempt >= 8) throw err;
+      await pause(attempt);
+    }
+  }
   const reader = new DynamoLedger(db, tables);
   for (let attempt = 0; attempt < 20; attempt += 1) {
     const snapshot = await reader.readSlices(workspaceId);

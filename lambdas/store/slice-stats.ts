@@ -19,8 +19,12 @@ import { sliceKey, slicePk } from './keys';
 
 /** Sort key of a workspace's admission statistics, in slice 0's partition. */
 export const SLICE_STATS_SK = 'SLICESTATS';
-/** One-minute buckets kept: a little more than the span shrinking judges. */
-export const STATS_BUCKETS = 16;
+/**
+ * One-minute buckets kept: the span shrinking judges and five more, so a bucket older than the
+ * span is still there to show the reports cover it (a ring of exactly the span would overwrite
+ * that proof at every turn of the minute).
+ */
+export const STATS_BUCKETS = 20;
 /** A process reports a workspace's counts after this many admissions there… */
 export const FLUSH_ADMISSIONS = 200;
 /** …or at its first admission this long after its last report. */

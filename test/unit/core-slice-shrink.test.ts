@@ -1,6 +1,6 @@
 /** When a workspace's ledger slices shrink: slowly, toward the operator's floor, never flapping with growth. */
 import { grownSliceCount } from '../../lambdas/core/admission';
-import { QUIET_RPS_PER_SLICE, SHRINK_QUIET_MS, recentLoad, shrunkSliceCount, type ShrinkInput, type SliceLoad } from '../../lambdas/core/slice-shrink';
+import { GROWTH_CONFLICT_RATE, QUIET_RPS_PER_SLICE, SHRINK_QUIET_MS, recentLoad, shrunkSliceCount, type ShrinkInput, type SliceLoad } from '../../lambdas/core/slice-shrink';
 
 const NOW = Date.UTC(2027, 2, 1, 12, 0, 30);
 const SPAN = SHRINK_QUIET_MS;
@@ -29,6 +29,11 @@ describe('shrunkSliceCount', () => {
     ['busy at 80 req/s: 16 slices stay', { load: load(perSecond(80)) }, 16],
   ])('%s', (_name, over, expected) => {
     expect(shrunkSliceCount(at(over))).toBe(expected);
+  });
+
+  it('names growth\'s threshold as grownSliceCount applies it', () => {
+    expect(grownSliceCount(4, 200 * GROWTH_CONFLICT_RATE, 200, 48)).toBe(4);
+    expect(grownSliceCount(4, 200 * GROWTH_CONFLICT_RATE + 1, 200, 48)).toBeGreaterThan(4);
   });
 
   it('does not flap with growth: a load growth would raise is never shrunk, and a shrink never lands where growth would fire', () => {
