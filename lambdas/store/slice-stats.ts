@@ -170,7 +170,10 @@ export class SliceStatsRecorder {
     }
     t.admissions += 1;
     if (conflicted) t.conflicts += 1;
-    if (t.busy || (t.admissions < FLUSH_ADMISSIONS && now - t.since < FLUSH_INTERVAL_MS)) return undefined;
+    // A workspace on one slice that met no conflict has nothing to shrink and nothing to tell an
+    // operator a minute at a time: it reports only every FLUSH_ADMISSIONS, so a quiet workspace pays nothing.
+    const worthAMinute = believedCount > 1 || t.conflicts > 0;
+    if (t.busy || (t.admissions < FLUSH_ADMISSIONS && (!worthAMinute || now - t.since < FLUSH_INTERVAL_MS))) return undefined;
     const counts = { admissions: t.admissions, conflicts: t.conflicts };
     t.admissions = 0;
     t.conflicts = 0;
