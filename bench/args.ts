@@ -33,6 +33,12 @@ export interface Plan {
   readonly wakeups: number;
   /** Requests the in-memory gateway serves for Sluice's own CPU (`own-cpu.ts`). */
   readonly ownRequests: number;
+  /**
+   * `--round-trips-only`: how long one quiet workspace streams, one request every
+   * `quietGapMs`, so the run crosses the ledger's 30 s upkeep and the spend-rate slots' 64 s reuse.
+   */
+  readonly quietStreamSeconds: number;
+  readonly quietGapMs: number;
 }
 
 export const FULL: Plan = {
@@ -56,6 +62,8 @@ export const FULL: Plan = {
   sdkCalls: 300,
   wakeups: 500,
   ownRequests: 20_000,
+  quietStreamSeconds: 150,
+  quietGapMs: 250,
 };
 
 export const QUICK: Plan = {
@@ -75,6 +83,7 @@ export const QUICK: Plan = {
   sdkCalls: 60,
   wakeups: 200,
   ownRequests: 5_000,
+  quietStreamSeconds: 70,
 };
 
 /** What the command line asked for. */
@@ -85,6 +94,8 @@ export interface Options {
   readonly storeMapOnly: boolean;
   /** Leave the store write map out of a run. */
   readonly noStoreMap: boolean;
+  /** Only the phases that count store round trips (`phases/round-trips.ts`), and no store map. */
+  readonly roundTripsOnly: boolean;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -97,12 +108,13 @@ export function parseArgs(argv: readonly string[]): Options {
         profile: { type: 'boolean', default: false },
         'store-map-only': { type: 'boolean', default: false },
         'no-store-map': { type: 'boolean', default: false },
+        'round-trips-only': { type: 'boolean', default: false },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true };
+    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true, roundTripsOnly: values['round-trips-only'] === true };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only)`);
   }
 }

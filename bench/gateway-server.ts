@@ -24,7 +24,7 @@ import { serveLambda, type StreamingHandler } from '../local/http-server';
 import { installLambdaShim } from '../local/lambda-shim';
 import type { FromGateway, GatewayStats, Phases, ToGateway, TripSample } from './protocol';
 import { mainThreadWakeups } from './wakeups';
-import { countRoundTrips } from './round-trips';
+import { countRoundTrips, ledgerCallsBetween, type TripLog } from './round-trips';
 
 const PEAK_SAMPLE_MS = 10;
 
@@ -53,7 +53,8 @@ async function main(): Promise<void> {
   const runtime = installLambdaShim() as unknown as AwsLambdaRuntime;
   const config = loadConfig(process.env);
   const wiring = buildGateway(config, process.env, { telemetry: new EmfTelemetry(config.stage) });
-  const trips = countRoundTrips([wiring.doc, wiring.wire], config.tablePrefix);
+  const tripLog: TripLog = { keep: false, calls: [] };
+  const trips = countRoundTrips([wiring.doc, wiring.wire], config.tablePrefix, tripLog);
   const lookups = (): number => trips.lookups;
 
   let recording = false;
@@ -90,6 +91,8 @@ async function main(): Promise<void> {
     const sentAt = Number(event.headers?.['x-bench-sent'] ?? Number.NaN);
     const ledger0 = trips.ledger;
     const lookups0 = lookups();
+    const seq0 = trips.ledger + trips.lookups;
+    let seqFirstByte = -1;
     const inner = lambdaSink(runtime, responseStream);
     let ledgerBefore = -1;
     let lookupsBefore = -1;
@@ -98,6 +101,7 @@ async function main(): Promise<void> {
     let stream = false;
     const firstByte = (): void => {
       if (ledgerBefore >= 0) return;
+      seqFirstByte = trips.ledger + trips.lookups;
       ledgerBefore = trips.ledger - ledger0;
       lookupsBefore = lookups() - lookups0;
     };
@@ -136,6 +140,7 @@ async function main(): Promise<void> {
         samples.push({
           ledgerBefore,
           lookupsBefore,
+          ledgerCallsBefore: ledgerCallsBetween(tripLog, seq0, seqFirstByte),
           during: atEnd - before,
           after: total - atEnd,
           stream,
@@ -197,6 +202,8 @@ async function main(): Promise<void> {
         return;
       case 'record':
         recording = raw.on;
+        tripLog.keep = raw.on;
+        tripLog.calls.length = 0;
         if (raw.on) samples = [];
         send({ type: 'ok', id: raw.id });
         return;

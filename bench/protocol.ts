@@ -22,6 +22,11 @@ export interface RoundTrips {
 export interface TripSample {
   readonly ledgerBefore: number;
   readonly lookupsBefore: number;
+  /**
+   * The ledger calls made before the first byte, in order, by DynamoDB operation and how each
+   * ended (`bench/round-trips.ts`'s `callName`), so an extra round trip is named in the report.
+   */
+  readonly ledgerCallsBefore: readonly string[];
   readonly during: number;
   readonly after: number;
   /** Whether the reply was an SSE stream. */

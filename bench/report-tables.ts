@@ -1,11 +1,16 @@
 /** The tables a run prints at its end, from its `Results`. */
 import type { BusyPhase } from './chunk-cpu';
-import { MB, PHASES, type Results, type Side } from './report';
+import { MB, PHASES, type Results, type Side, type TripReport } from './report';
 import { fmtHist } from './report-targets';
 import { round } from './stats';
 
 export function wakesPerFrame(p: BusyPhase): number {
   return p.wakeups < 0 ? Number.NaN : p.wakeups / Math.max(1, p.frames);
+}
+
+/** One row per group of warm requests that did not make exactly one round trip before the first byte, naming its calls. */
+export function offTargetRows(t: TripReport, label: string): string[][] {
+  return (t.offTargetBeforeFirstByte ?? []).map((g) => [`  ${label}: ${g.count} request(s) made`, g.calls]);
 }
 
 export function alignRight(rows: readonly (readonly string[])[]): string {
@@ -77,6 +82,8 @@ export function renderTables(r: Results): string {
     ],
     ['paced frames received: gateway / direct / relay', `${fr.gateway.frames} / ${fr.direct.frames} / ${fr.relay.frames} (reads with >1 frame: ${fr.gateway.coalescedReads} / ${fr.direct.coalescedReads} / ${fr.relay.coalescedReads})`],
     ['round trips before 1st byte, warm: non-stream | stream', `${fmtHist(rt.nonStreamed.ledgerBeforeFirstByteOnWarm)} | ${fmtHist(rt.streamed.ledgerBeforeFirstByteOnWarm)}  (trips:requests)`],
+    ...offTargetRows(rt.nonStreamed, 'non-stream'),
+    ...offTargetRows(rt.streamed, 'stream'),
     ['cache-refresh reads before 1st byte: non-stream | stream', `${fmtHist(rt.nonStreamed.lookupsBeforeFirstByte)} | ${fmtHist(rt.streamed.lookupsBeforeFirstByte)}`],
     ['round trips during reply | after end: non-stream', `${fmtHist(rt.nonStreamed.during)} | ${fmtHist(rt.nonStreamed.afterEnd)}`],
     ['round trips during reply | after end: stream', `${fmtHist(rt.streamed.during)} | ${fmtHist(rt.streamed.afterEnd)}`],

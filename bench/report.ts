@@ -81,10 +81,25 @@ export interface TripReport {
   /** Requests served with every lookup from cache (the warm path). */
   readonly warm: number;
   readonly ledgerBeforeFirstByteOnWarm: { value: number; count: number }[];
+  /**
+   * The warm requests that did not make exactly one ledger round trip before the first byte,
+   * grouped by the calls they made (`TransactWriteItems→TransactionCanceled[BALANCE:…] + …`).
+   */
+  readonly offTargetBeforeFirstByte: { calls: string; count: number }[];
   readonly lookupsBeforeFirstByte: { value: number; count: number }[];
   readonly during: { value: number; count: number }[];
   readonly afterEnd: { value: number; count: number }[];
   readonly meanTotal: number;
+}
+
+/** Samples grouped by the sequence of ledger calls they made before the first byte, most frequent first. */
+function callGroups(samples: readonly TripSample[]): { calls: string; count: number }[] {
+  const groups = new Map<string, number>();
+  for (const s of samples) {
+    const calls = (s.ledgerCallsBefore ?? []).join(' + ') || '(none)';
+    groups.set(calls, (groups.get(calls) ?? 0) + 1);
+  }
+  return [...groups.entries()].map(([calls, count]) => ({ calls, count })).sort((a, b) => b.count - a.count);
 }
 
 export function tripReport(samples: readonly TripSample[]): TripReport {
@@ -95,6 +110,7 @@ export function tripReport(samples: readonly TripSample[]): TripReport {
     samples: ok.length,
     warm: warm.length,
     ledgerBeforeFirstByteOnWarm: histogram(warm.map((s) => s.ledgerBefore)),
+    offTargetBeforeFirstByte: callGroups(warm.filter((s) => s.ledgerBefore !== 1)),
     lookupsBeforeFirstByte: histogram(ok.map((s) => s.lookupsBefore)),
     during: histogram(ok.map((s) => s.during)),
     afterEnd: histogram(ok.map((s) => s.after)),

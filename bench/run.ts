@@ -12,6 +12,8 @@
  *   npm run bench -- --quick       a short smoke run (under a minute)
  *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
  *                                  full run also makes at its end (`--no-store-map` to skip it)
+ *   npm run bench -- --round-trips-only   only the warm-up and the two phases that count store
+ *                                  round trips (non-streamed latency, stream time to first byte)
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
@@ -36,6 +38,7 @@ import { quietControls } from './phases/quiet-controls';
 import { requestCpu } from './phases/request-cpu';
 import { sdkControls } from './phases/sdk-controls';
 import { throughputPhase } from './phases/throughput';
+import { roundTripsOnly } from './phases/round-trips';
 import { streamTtfb } from './phases/ttfb';
 import { warmUp } from './phases/warm-up';
 import { buildResults } from './report-targets';
@@ -52,6 +55,10 @@ async function main(): Promise<void> {
   const run = guardRun();
   try {
     const stack = await startStack(run.cleanup, plan, options);
+    if (options.roundTripsOnly) {
+      await roundTripsOnly(stack, plan);
+      return;
+    }
     await warmUp(stack, plan);
     const latency = await nonStreamedLatency(stack, plan);
     const reqCpu = await requestCpu(stack, plan);
@@ -132,7 +139,7 @@ async function main(): Promise<void> {
 // figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
 const options = parseArgs(process.argv.slice(2));
 const benchArgs = process.argv.slice(2);
-(options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap ? undefined : storeMapMain(benchArgs)))).then(
+(options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap || options.roundTripsOnly ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -76,3 +76,21 @@ export function partitionSlots(
   const live = partitionBuckets(buckets, now);
   return live.earliestLive === undefined ? { liveMicros: live.liveMicros, expired } : { liveMicros: live.liveMicros, expired, earliestLive: live.earliestLive };
 }
+
+/**
+ * The slots as a writer that knew `slots` leaves them after reserving `micros` at `second`: the
+ * slot's amount grows within its second and starts over on a new one (an aged-out second there
+ * is overwritten). Lets a process keep what it knows of a slice current after its own writes, so
+ * its next reservation's condition names what is really stored.
+ */
+export function slotsAfterReservation(slots: readonly RateSlot[], second: number, micros: number): RateSlot[] {
+  const k = slotOf(second);
+  const held = slots.find((s) => s.slot === k);
+  const next: RateSlot = { slot: k, second, micros: held !== undefined && held.second === second ? held.micros + micros : micros };
+  return [...slots.filter((s) => s.slot !== k), next].sort((a, b) => a.slot - b.slot);
+}
+
+/** The slots left once `pruned` (aged-out entries, each removed only if still exactly as seen) are gone. */
+export function slotsAfterPrune(slots: readonly RateSlot[], pruned: readonly RateSlot[]): RateSlot[] {
+  return slots.filter((s) => !pruned.some((p) => p.slot === s.slot && p.second === s.second && p.micros === s.micros));
+}

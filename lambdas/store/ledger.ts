@@ -25,7 +25,7 @@ import {
   type SliceView,
 } from '../core/admission';
 import { settlementAmounts } from '../core/settlement';
-import { bucketOf, partitionSlots, slotOf } from '../core/spend-rate';
+import { bucketOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
@@ -162,6 +162,21 @@ export class DynamoLedger implements Ledger {
     }
   }
 
+  /**
+   * Keeps what this process knows of a slice's spend-rate slots current after its own write: a
+   * reservation it made, and aged-out slots it removed. Without this, the next reservation in a
+   * slot this process had just pruned (or reused since its last read) names the wrong stored
+   * state, is cancelled, and costs a second round trip before the first byte. Another process's
+   * writes can still make it stale; a refusal's ALL_OLD then corrects it, as before.
+   */
+  private noteSlots(memo: SliceMemo, slice: number, reserved?: { second: number; micros: number }, pruned: readonly RateSlot[] = []): void {
+    const seen = memo.seen.get(slice);
+    if (seen === undefined) return;
+    let slots = pruned.length > 0 ? slotsAfterPrune(seen.slots, pruned) : seen.slots;
+    if (reserved !== undefined) slots = slotsAfterReservation(slots, reserved.second, reserved.micros);
+    memo.seen.set(slice, { ...seen, slots });
+  }
+
   /** The windows a request occupies, with the limit each must stay under. */
   private windowSpecs(request: AdmitRequest): { sk: string; limitMicros?: number; ttl?: number; kind: 'key' | 'member' | 'month' }[] {
     const { limits, now } = request;
@@ -240,6 +255,7 @@ export class DynamoLedger implements Ledger {
         const placed = { ...hold, ...(slice !== 0 ? { slice } : {}) };
         try {
           await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo) }));
+          if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need });
           this.countAdmission(request.workspaceId, memo, conflicted);
           void this.sliceStats.note(request.workspaceId, conflicted, memo.active);
           return { admitted: true, hold: placed };
@@ -372,6 +388,7 @@ export class DynamoLedger implements Ledger {
     if (items.length === 0) return true;
     try {
       await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+      this.notePrunes(workspaceId, plan);
       return true;
     } catch (err) {
       if (!isCancelled(err)) throw err;
@@ -469,11 +486,18 @@ export class DynamoLedger implements Ledger {
     if (items.length === 0) return false;
     try {
       await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+      this.notePrunes(workspaceId, plan);
       return true;
     } catch (err) {
       if (!isCancelled(err)) throw err;
       return false;
     }
+  }
+
+  /** After a rebalance was written: the slots it pruned are gone from what this process knows. */
+  private notePrunes(workspaceId: string, plan: RebalancePlan): void {
+    const memo = this.memoOf(workspaceId);
+    for (const edit of plan.edits) if (edit.prune.length > 0) this.noteSlots(memo, edit.slice, undefined, edit.prune);
   }
 
   /**
@@ -589,6 +613,7 @@ export class DynamoLedger implements Ledger {
       ];
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        this.noteSlots(memo, slice, { second: bucketOf(now), micros: extraMicros });
         return true;
       } catch (err) {
         if (!isCancelled(err)) throw err;

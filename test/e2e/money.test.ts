@@ -181,7 +181,9 @@ describe('with one stack', () => {
   it('a key credit limit refuses 402 naming settled and held; other keys keep serving', async () => {
     const limited = await createKey(stack.admin, { workspaceId: stack.workspaceId });
     await setKeyCreditLimit(stack.admin, { workspaceId: stack.workspaceId, keyId: limited.keyId, limitMinor: 1, window: 'monthly' });
-    stack.sim.script('sim-small', [{ kind: 'ok', completionTokens: 20, chunkDelayMs: 15 }]);
+    // Slow enough (20 chunks 250 ms apart) that the stream still holds when the next request asks,
+    // even on a loaded machine: once it settled, its small charge would leave room for the next.
+    stack.sim.script('sim-small', [{ kind: 'ok', completionTokens: 20, chunkDelayMs: 250 }]);
     const running = await post(stack, { model: 'local/sim-small', messages: [{ role: 'user', content: 'x' }], stream: true }, undefined, limited.rawKey);
     const reader = running.body!.getReader();
     await reader.read();

@@ -2,8 +2,8 @@
  * The benchmark counts store round trips by wrapping a client's `send` (`bench/round-trips.ts`):
  * each call is attributed by the tables its command names, ledger or lookups.
  */
-import { BatchGetCommand, GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { countRoundTrips, tablesOf } from '../../bench/round-trips';
+import { BatchGetCommand, GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { callName, countRoundTrips, ledgerCallsBetween, operationOf, outcomeOf, tablesOf, type TripLog } from '../../bench/round-trips';
 
 describe('tablesOf', () => {
   it.each([
@@ -25,5 +25,56 @@ describe('countRoundTrips', () => {
     await client.send(new GetCommand({ TableName: 'p-catalog', Key: { pk: 'x' } }));
     expect(counts).toEqual({ ledger: 2, lookups: 1 });
     expect(sent).toHaveLength(3);
+  });
+});
+
+describe('naming each call, so an extra round trip says what it was', () => {
+  it.each([
+    [new TransactWriteCommand({ TransactItems: [] }), 'TransactWriteItems'],
+    [new TransactGetCommand({ TransactItems: [] }), 'TransactGetItems'],
+    [new GetCommand({ TableName: 'p-ledger', Key: {} }), 'GetItem'],
+    [new UpdateCommand({ TableName: 'p-ledger', Key: {}, UpdateExpression: 'SET a = :a' }), 'UpdateItem'],
+    [new BatchGetCommand({ RequestItems: {} }), 'BatchGetItem'],
+  ])('%# operation name', (command, name) => {
+    expect(operationOf(command)).toBe(name);
+  });
+
+  const admission = new TransactWriteCommand({
+    TransactItems: [
+      { Update: { TableName: 'p-ledger', Key: { pk: 'KEY#ws#k', sk: 'RATE#k#2026' }, UpdateExpression: 'ADD n :one' } },
+      { Put: { TableName: 'p-holds', Item: { holdId: 'h' } } },
+      { Update: { TableName: 'p-ledger', Key: { pk: 'WS#ws_secret', sk: 'BALANCE' }, UpdateExpression: 'ADD n :one' } },
+    ],
+  }).input;
+  const cancelled = (codes: string[]): Error => Object.assign(new Error('cancelled'), { name: 'TransactionCanceledException', CancellationReasons: codes.map((Code) => ({ Code })) });
+  it.each([
+    ['a refused slice', cancelled(['None', 'None', 'ConditionalCheckFailed']), 'TransactionCanceled[BALANCE:ConditionalCheckFailed]'],
+    ['a refused counter and a conflict on the hold', cancelled(['ConditionalCheckFailed', 'TransactionConflict', 'None']), 'TransactionCanceled[RATE:ConditionalCheckFailed,holds:TransactionConflict]'],
+    ['another error', Object.assign(new Error('x'), { name: 'ProvisionedThroughputExceededException' }), 'ProvisionedThroughputExceededException'],
+  ])('outcome: %s', (_name, err, outcome) => {
+    expect(outcomeOf(err, admission)).toBe(outcome);
+    expect(outcomeOf(err, admission)).not.toContain('ws_secret');
+  });
+
+  it('logs calls only while kept, in order, with how each ended', async () => {
+    let fail = false;
+    const client = {
+      send: async (_command: unknown): Promise<void> => {
+        if (fail) throw cancelled(['None', 'None', 'ConditionalCheckFailed']);
+      },
+    };
+    const log: TripLog = { keep: false, calls: [] };
+    const counts = countRoundTrips([client], 'p-', log);
+    await client.send(new GetCommand({ TableName: 'p-keys', Key: {} }));
+    log.keep = true;
+    fail = true;
+    await expect(client.send(new TransactWriteCommand(admission))).rejects.toThrow('cancelled');
+    fail = false;
+    await client.send(new TransactWriteCommand(admission));
+    await client.send(new GetCommand({ TableName: 'p-catalog', Key: {} }));
+    expect(counts).toEqual({ ledger: 2, lookups: 2 });
+    expect(log.calls.map(callName)).toEqual(['TransactWriteItems→TransactionCanceled[BALANCE:ConditionalCheckFailed]', 'TransactWriteItems', 'GetItem']);
+    expect(ledgerCallsBetween(log, 1, 4)).toEqual(['TransactWriteItems→TransactionCanceled[BALANCE:ConditionalCheckFailed]', 'TransactWriteItems']);
+    expect(ledgerCallsBetween(log, 2, 3)).toEqual(['TransactWriteItems']);
   });
 });

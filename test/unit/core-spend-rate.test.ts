@@ -1,5 +1,5 @@
 /** The spend rate cap's per-second buckets over a rolling 60 seconds. */
-import { SPEND_WINDOW_MS, bucketExpiry, bucketOf, partitionBuckets, spendRetryAfterSeconds } from '../../lambdas/core/spend-rate';
+import { RATE_SLOTS, SPEND_WINDOW_MS, bucketExpiry, bucketOf, partitionBuckets, slotOf, slotsAfterPrune, slotsAfterReservation, spendRetryAfterSeconds, type RateSlot } from '../../lambdas/core/spend-rate';
 
 const S = 1_790_000_000; // an epoch second
 const at = (second: number, ms = 0): number => second * 1000 + ms;
@@ -80,5 +80,32 @@ describe('spendRetryAfterSeconds: clears when the earliest counted reservation a
       const later = partitionBuckets({ [String(S)]: 10 }, now + wait * 1000);
       expect(later.liveMicros).toBe(0);
     }
+  });
+});
+
+describe('slots as this process leaves them after its own writes', () => {
+  const slot = (second: number, micros: number): RateSlot => ({ slot: slotOf(second), second, micros });
+  const known = [slot(S, 100), slot(S + 1, 300), slot(S + 30, 200)];
+  test.each<[string, readonly RateSlot[], number, number, RateSlot[]]>([
+    ['an empty slot takes the reservation', known, S + 2, 50, [...known, slot(S + 2, 50)]],
+    ['the same second adds to its slot', known, S + 1, 50, [slot(S, 100), slot(S + 1, 350), slot(S + 30, 200)]],
+    ['a second 64 s on overwrites the aged-out one in its slot', known, S + RATE_SLOTS, 70, [slot(S + RATE_SLOTS, 70), slot(S + 1, 300), slot(S + 30, 200)]],
+    ['nothing known: only the new slot', [], S + 5, 9, [slot(S + 5, 9)]],
+  ])('reservation: %s', (_l, slots, second, micros, expected) => {
+    expect(slotsAfterReservation(slots, second, micros)).toEqual([...expected].sort((a, b) => a.slot - b.slot));
+    expect(slots).toBe(slots); // the input is not changed
+  });
+
+  test.each<[string, RateSlot[], RateSlot[]]>([
+    ['pruned slots are gone', [slot(S, 100), slot(S + 1, 300)], [slot(S + 30, 200)]],
+    ['an entry that differs from what was pruned stays (it was not removed)', [slot(S, 99)], known],
+    ['nothing pruned: unchanged', [], known],
+  ])('prune: %s', (_l, pruned, expected) => {
+    expect(slotsAfterPrune(known, pruned)).toEqual(expected);
+  });
+
+  test('a slot pruned and then reserved in holds only the new second', () => {
+    const after = slotsAfterReservation(slotsAfterPrune(known, [slot(S, 100)]), S + RATE_SLOTS, 5);
+    expect(after.filter((s) => s.slot === slotOf(S))).toEqual([slot(S + RATE_SLOTS, 5)]);
   });
 });
