@@ -96,6 +96,8 @@ export interface Options {
   readonly noStoreMap: boolean;
   /** Only the phases that count store round trips (`phases/round-trips.ts`), and no store map. */
   readonly roundTripsOnly: boolean;
+  /** Only the busy per-chunk CPU (gateway and bare relay, alternately) and the 100 MiB stream (`phases/chunk-cpu.ts`). */
+  readonly chunkCpuOnly: boolean;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -109,12 +111,20 @@ export function parseArgs(argv: readonly string[]): Options {
         'store-map-only': { type: 'boolean', default: false },
         'no-store-map': { type: 'boolean', default: false },
         'round-trips-only': { type: 'boolean', default: false },
+        'chunk-cpu-only': { type: 'boolean', default: false },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { quick: values.quick === true, profile: values.profile === true, storeMapOnly: values['store-map-only'] === true, noStoreMap: values['no-store-map'] === true, roundTripsOnly: values['round-trips-only'] === true };
+    return {
+      quick: values.quick === true,
+      profile: values.profile === true,
+      storeMapOnly: values['store-map-only'] === true,
+      noStoreMap: values['no-store-map'] === true,
+      roundTripsOnly: values['round-trips-only'] === true,
+      chunkCpuOnly: values['chunk-cpu-only'] === true,
+    };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only)`);
   }
 }

@@ -14,6 +14,9 @@
  *                                  full run also makes at its end (`--no-store-map` to skip it)
  *   npm run bench -- --round-trips-only   only the warm-up and the two phases that count store
  *                                  round trips (non-streamed latency, stream time to first byte)
+ *   npm run bench -- --chunk-cpu-only   only the busy per-chunk CPU, gateway and bare relay in
+ *                                  turn (three rounds), and the 100 MiB stream's memory: the A/B
+ *                                  tool for per-chunk work (`phases/chunk-cpu.ts`)
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
@@ -31,7 +34,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { FULL, QUICK, parseArgs } from './args';
 import { bigStream } from './phases/big-stream';
-import { chunkCpu } from './phases/chunk-cpu';
+import { chunkCpu, chunkCpuOnly } from './phases/chunk-cpu';
 import { chunkGaps } from './phases/chunk-gaps';
 import { nonStreamedLatency } from './phases/latency';
 import { quietControls } from './phases/quiet-controls';
@@ -139,7 +142,7 @@ async function main(): Promise<void> {
 // figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
 const options = parseArgs(process.argv.slice(2));
 const benchArgs = process.argv.slice(2);
-(options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap || options.roundTripsOnly ? undefined : storeMapMain(benchArgs)))).then(
+(options.chunkCpuOnly ? chunkCpuOnly(options) : options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap || options.roundTripsOnly ? undefined : storeMapMain(benchArgs)))).then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

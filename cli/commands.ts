@@ -13,6 +13,7 @@ import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
 import { readCatalogFiles } from './catalog-files';
+import { INVITATION_COMMANDS } from './commands/invitations';
 import { SLICES_COMMAND } from './commands/slices';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
@@ -811,4 +812,5 @@ export const COMMANDS: readonly Command[] = [
       );
     },
   },
+  ...INVITATION_COMMANDS,
 ];

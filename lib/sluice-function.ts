@@ -26,6 +26,12 @@ export interface SluiceFunctionProps {
    * @default none
    */
   readonly environment?: Readonly<Record<string, string>>;
+  /**
+   * Shell commands run after esbuild, to put files beside the bundle (e.g. the console's browser
+   * assets); given the repository root and the asset's output folder.
+   * @default none
+   */
+  readonly afterBundling?: (inputDir: string, outputDir: string) => string[];
 }
 
 /**
@@ -101,6 +107,7 @@ export class SluiceFunction extends Construct {
             `cp "${inputDir}/node_modules/gpt-tokenizer/package.json" "${outputDir}/node_modules/gpt-tokenizer/"`,
             `cp -R "${inputDir}/node_modules/gpt-tokenizer/cjs" "${outputDir}/node_modules/gpt-tokenizer/cjs"`,
             `find "${outputDir}/node_modules/gpt-tokenizer" -name '*.map' -delete`,
+            ...(props.afterBundling?.(inputDir, outputDir) ?? []),
           ],
         },
         // ES modules first, so what is bundled (@smithy/signature-v4, @middy/core) is tree-shaken:

@@ -5,6 +5,7 @@ import { AdminApi } from './admin';
 import { Aggregator } from './aggregator';
 import { SluiceAlarms } from './alarms';
 import { CatalogImport } from './catalog-import';
+import { Console } from './console';
 import { SluiceDashboard } from './dashboard';
 import { Gateway } from './gateway';
 import { acknowledgeStackFindings } from './nag';
@@ -28,9 +29,9 @@ export interface SluiceStackProps extends StackProps {
 
 /**
  * One stage of Sluice: tables, provider secrets, the gateway behind its Function URL, the usage
- * aggregator, the hold sweeper, the low-credit notifier, the dashboard, and the alarms with the
- * topic they notify. This class only wires the constructs; every
- * decision lives in the construct that owns it or in the stage settings.
+ * aggregator, the hold sweeper, the low-credit notifier, the workspace console behind its own
+ * Function URL, the dashboard, and the alarms with the topic they notify. This class only wires
+ * the constructs; every decision lives in the construct that owns it or in the stage settings.
  */
 export class SluiceStack extends Stack {
   /** The stage's tables. */
@@ -86,8 +87,15 @@ export class SluiceStack extends Stack {
     });
     const notifier = new LowCreditNotifier(this, 'LowCredit', { stage, tables: this.tables, topic: this.alarms.topic });
     this.alarms.watchFunction('Notifier', notifier.fn);
+    // Before the alarms are wired to the topic, so the console's alarm reaches it too.
+    const webConsole = new Console(this, 'Console', { stage, tables: this.tables, secrets });
     monitoring.dashboard.addWidgets(
-      new cloudwatch.AlarmStatusWidget({ title: 'Alarms: money, errors, providers, DynamoDB, latency', width: 24, height: 6, alarms: [...this.alarms.alarms] }),
+      new cloudwatch.AlarmStatusWidget({
+        title: 'Alarms: money, errors, providers, DynamoDB, latency, console',
+        width: 24,
+        height: 6,
+        alarms: [...this.alarms.alarms, webConsole.errorAlarm],
+      }),
     );
     // Last, so that every alarm of the stack, whoever made it, reaches the topic.
     this.alarms.notifyEveryAlarm(this);
@@ -102,6 +110,12 @@ export class SluiceStack extends Stack {
     new CfnOutput(this, 'AlarmTopicArn', {
       description: 'SNS topic of the stage\'s alarms and low-credit notices; subscribe more endpoints here',
       value: this.alarms.topic.topicArn,
+    });
+    new CfnOutput(this, 'ConsoleUrl', {
+      description: stage.console.origin === undefined
+        ? 'The workspace console; members sign in here with a passkey'
+        : `The console's Function URL; members sign in at ${stage.console.origin}, which must forward to it`,
+      value: webConsole.url.url,
     });
     new CfnOutput(this, 'GatewayUrl', {
       description: 'Base URL of the gateway; clients use <url>v1 as their OpenAI base URL',

@@ -56,6 +56,24 @@ export interface AlarmThresholds {
   readonly latencyP99Ms: number;
 }
 
+/** The workspace console's settings (`lib/console.ts`). */
+export interface ConsoleSettings {
+  /** Console function memory, MB: it renders pages and verifies passkeys, it never streams. */
+  readonly memoryMb: number;
+  /** How long a signed-in session lasts, minutes (the session cookie's and item's expiry). */
+  readonly sessionMinutes: number;
+  /** Console function errors (crashes, not refusals) in 5 minutes that raise its alarm. */
+  readonly errorsPer5Min: number;
+  /**
+   * The console's public origin, `https://<host>` with no path, when a domain of your own fronts
+   * the console's Function URL. Passkeys are bound to its host name (the WebAuthn RP ID), so
+   * changing it later orphans every passkey made before. Set it per deploy with
+   * `-c consoleOrigin=https://console.example.com`.
+   * @default the Function URL's own origin, which the function reads from each request
+   */
+  readonly origin?: string;
+}
+
 /** Everything that differs between stages. */
 export interface StageSettings {
   readonly name: StageName;
@@ -90,12 +108,16 @@ export interface StageSettings {
    * and monthly totals stay for good.
    */
   readonly usageRetentionDays: number;
+  /** The workspace console. */
+  readonly console: ConsoleSettings;
 }
 
 /** Settings chosen per deploy rather than written per stage (CDK context). */
 export interface StageOverrides {
   /** See {@link StageSettings.alarmEmail}. */
   readonly alarmEmail?: string;
+  /** See {@link ConsoleSettings.origin}. */
+  readonly consoleOrigin?: string;
 }
 
 /** Settings as written per stage; the derived names are filled in by {@link stageSettings}. */
@@ -135,6 +157,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
       firstByteP99Ms: 30_000,
     },
     usageRetentionDays: 30,
+    console: { memoryMb: 512, sessionMinutes: 720, errorsPer5Min: 5 },
   },
   stg: {
     removalPolicy: RemovalPolicy.DESTROY,
@@ -156,6 +179,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
       firstByteP99Ms: 20_000,
     },
     usageRetentionDays: 90,
+    console: { memoryMb: 512, sessionMinutes: 720, errorsPer5Min: 3 },
   },
   prod: {
     // Balances and usage are customers' money: a stack deletion must never take them along.
@@ -179,6 +203,8 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     },
     // Thirteen months: a full year back from any day of the current month, for statements and disputes.
     usageRetentionDays: 400,
+    // Eight hours: a working day, after which an owner's session must prove the passkey again.
+    console: { memoryMb: 512, sessionMinutes: 480, errorsPer5Min: 1 },
   },
 };
 
@@ -204,6 +230,29 @@ const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@.]{2,63}$/;
 const RETENTION_VALUES: readonly number[] = Object.values(RetentionDays).filter(
   (v): v is number => typeof v === 'number',
 );
+
+/**
+ * A deployed console's origin: https (WebAuthn and Secure cookies need a secure context, and only
+ * localhost is one over http, which no deployed stage is), a host name (an RP ID cannot be an IP
+ * address), and nothing after the host but an optional port.
+ */
+function checkConsoleOrigin(stage: string, origin: string): void {
+  let url: URL | undefined;
+  try {
+    url = new URL(origin);
+  } catch {
+    url = undefined;
+  }
+  const ok =
+    url !== undefined &&
+    url.protocol === 'https:' &&
+    url.origin === origin &&
+    url.username === '' &&
+    /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/.test(url.hostname);
+  if (!ok) {
+    throw new StageConfigError(`${stage}.console.origin must be https://<host name>[:port] with no path or trailing slash, got ${JSON.stringify(origin)}`);
+  }
+}
 
 /**
  * Checks every number of a stage's settings and returns them frozen; throws
@@ -249,13 +298,18 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
   checkInt(`${s.name}.alarms.latencyP99Ms`, a.latencyP99Ms, 1, REQUEST_LIMIT.toMilliseconds());
   // TTL needs at least a day to mean anything; ten years is "keep", which is what rollups are for.
   checkInt(`${s.name}.usageRetentionDays`, s.usageRetentionDays, 1, 3_650);
+  checkInt(`${s.name}.console.memoryMb`, s.console.memoryMb, 128, 10_240);
+  // A week at most: a stolen session cookie must not outlive one.
+  checkInt(`${s.name}.console.sessionMinutes`, s.console.sessionMinutes, 5, 7 * 24 * 60);
+  checkInt(`${s.name}.console.errorsPer5Min`, s.console.errorsPer5Min, 1, 1_000_000);
+  if (s.console.origin !== undefined) checkConsoleOrigin(s.name, s.console.origin);
   if (s.alarmEmail !== undefined && !EMAIL.test(s.alarmEmail)) {
     throw new StageConfigError(`${s.name}.alarmEmail must be an e-mail address, got ${JSON.stringify(s.alarmEmail)}`);
   }
   if (s.name === 'prod' && (s.removalPolicy !== RemovalPolicy.RETAIN || !s.deletionProtection)) {
     throw new StageConfigError('prod must retain its stateful resources and protect its tables from deletion');
   }
-  return Object.freeze({ ...s, alarms: Object.freeze({ ...a }) });
+  return Object.freeze({ ...s, alarms: Object.freeze({ ...a }), console: Object.freeze({ ...s.console }) });
 }
 
 /**
@@ -276,5 +330,8 @@ export function stageSettings(stage: unknown, overrides: StageOverrides = {}): S
     byokSecretPrefix: `sluice/${name}/byok/`,
     ...VALUES[name],
     ...(overrides.alarmEmail === undefined || overrides.alarmEmail === '' ? {} : { alarmEmail: overrides.alarmEmail }),
+    ...(overrides.consoleOrigin === undefined || overrides.consoleOrigin === ''
+      ? {}
+      : { console: { ...VALUES[name].console, origin: overrides.consoleOrigin } }),
   });
 }

@@ -63,6 +63,8 @@ interface LocalStateFile {
   readonly adminUrl: string | null;
   /** The admin token's file (mode 0600), sent as a Bearer token to the management API. */
   readonly adminTokenFile: string;
+  /** The workspace console (`http://localhost:<port>`); `sluice member invite` prints links on it. */
+  readonly consoleUrl?: string | null;
   readonly pids: { readonly start: number; readonly dynamodb: number };
 }
 
@@ -346,19 +348,24 @@ async function start(): Promise<void> {
   cleanups.push({ name: 'management API', run: () => admin.close() });
   checkCancelled();
 
+  const { startLocalConsole } = await import('./console-start');
+  const consoleServer = await startLocalConsole({ admin: makeAdminDeps(loadConfig()), keyRatePerMinute: loadConfig().keyRatePerMinute });
+  cleanups.push({ name: 'console', run: () => consoleServer.close() });
+  checkCancelled();
+
   // Seeded last: a start that fails before this point never mints a key nobody was shown.
   const seed = await seedWorkspace(ops, ctx, doc);
   checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
-  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null, adminUrl: admin.url });
+  await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl: simulatorUrl ?? null, adminUrl: admin.url, consoleUrl: consoleServer.url });
   // With real keys and no simulator, the examples name a model those keys can reach.
   const exampleModel =
     simulatorUrl !== undefined
       ? SIMULATED_MODEL
       : (models.find((m) => m.status === 'served' && realKeys.includes(envOf(providers, m.provider) ?? ''))?.id ??
         '<provider>/<model>');
-  printBanner(baseUrl, seed, exampleModel, admin.url);
+  printBanner(baseUrl, seed, exampleModel, admin.url, consoleServer.url);
 }
 
 function envOf(providers: readonly { name: string; keySource: { env: string } | 'none' }[], name: string): string | undefined {
@@ -394,7 +401,7 @@ async function seedWorkspace(ops: Ops, ctx: { doc: DynamoDBDocumentClient; table
   return { workspaceId, rawKey };
 }
 
-function printBanner(baseUrl: string, seed: Seed, model: string, adminUrl: string): void {
+function printBanner(baseUrl: string, seed: Seed, model: string, adminUrl: string, consoleUrl: string): void {
   const lines = [
     '',
     'Sluice is running locally.',
@@ -402,6 +409,7 @@ function printBanner(baseUrl: string, seed: Seed, model: string, adminUrl: strin
     `  Base URL   ${baseUrl}`,
     `  Admin API  ${adminUrl}/admin/v1  (token in ${ADMIN_TOKEN_FILE}; npm run sluice -- … uses it)`,
     `  Workspace  ${seed.workspaceId}`,
+    `  Console    ${consoleUrl}/console/  (invite yourself: npx sluice member invite --workspace ${seed.workspaceId} --email you@example.com --owner)`,
   ];
   if (seed.rawKey !== undefined) {
     lines.push(

@@ -21,6 +21,7 @@ export const ADMIN_REFUSALS = {
   provider_not_found: { status: 404, type: 'not_found_error' },
   byok_not_set: { status: 404, type: 'not_found_error' },
   usage_not_found: { status: 404, type: 'not_found_error' },
+  invitation_not_found: { status: 404, type: 'not_found_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   key_ambiguous: { status: 409, type: 'invalid_request_error' },
   key_slots_full: { status: 409, type: 'invalid_request_error' },

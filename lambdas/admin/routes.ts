@@ -14,6 +14,8 @@ import { UsageNotFoundError, ValidationError } from '../store/directory-errors';
 import type { KeyRef } from '../store/directory-keys';
 import { WINDOW_CADENCES, createKey, listKeys, revokeKey, rotateKey, setKeyCreditLimit, setKeyExpiry, showKey } from '../store/directory-keys';
 import { addMember, listMembers, removeMember, setMemberMonthlyLimit } from '../store/directory-members';
+import { cancelInvitation, createInvitation, lapseInvitations, listInvitations } from '../store/directory-invitations';
+import { KeySlotsFullError } from '../store/directory-errors';
 import { createProfile, deleteProfile, listProfiles, reorderProfile } from '../store/directory-profiles';
 import { setSlices, showSlices } from '../store/directory-slices';
 import { findUsageRow } from '../store/directory-usage';
@@ -308,6 +310,43 @@ export const ROUTES: readonly Route[] = [
       return change(call, out, { memberId: out.memberId, revokedKeyIds: out.revokedKeyIds, keptKeyIds: out.keptKeyIds });
     },
   },
+  // Invitations (each holds a key slot while outstanding)
+  {
+    method: 'GET',
+    pattern: ['workspaces', ':ws', 'invitations'],
+    async run(call) {
+      return { body: { invitations: await listInvitations(call.deps.ctx, { workspaceId: ws(call) }) } };
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['workspaces', ':ws', 'invitations'],
+    action: 'member.invite',
+    async run(call) {
+      const role = str(call, 'role') ?? 'member';
+      if (role !== 'member' && role !== 'owner') throw new ValidationError('role must be member or owner');
+      const hours = intOrNull(call, 'expiresInHours');
+      const out = await createInvitation(call.deps.ctx, {
+        workspaceId: ws(call),
+        email: need(call, 'email'),
+        role,
+        ...(hours === undefined || hours === null ? {} : { expiresInHours: hours }),
+        invitedBy: call.principal,
+      });
+      // The token is in the answer only (it makes the link): never in the audit, a log or a table.
+      const link = `/console/join#ws=${encodeURIComponent(ws(call))}&invitation=${encodeURIComponent(out.token)}`;
+      return change(call, { ...out, link }, { invitationId: out.invitation.invitationId, role, memberId: out.invitation.memberId }, 201);
+    },
+  },
+  {
+    method: 'DELETE',
+    pattern: ['workspaces', ':ws', 'invitations', ':invitation'],
+    action: 'member.invite.cancel',
+    async run(call) {
+      const out = await cancelInvitation(call.deps.ctx, { workspaceId: ws(call), invitationId: call.params['invitation'] ?? '' });
+      return change(call, out, { invitationId: out.invitationId });
+    },
+  },
   // Keys
   {
     method: 'GET',
@@ -324,11 +363,17 @@ export const ROUTES: readonly Route[] = [
       const memberId = str(call, 'memberId');
       const name = str(call, 'name');
       const expiresAt = instantOrNull(call, 'expiresAt');
-      const out = await createKey(call.deps.ctx, {
-        workspaceId: ws(call),
-        ...(memberId === undefined ? {} : { memberId }),
-        ...(name === undefined ? {} : { name }),
-        ...(expiresAt === undefined || expiresAt === null ? {} : { expiresAt }),
+      const mint = (): ReturnType<typeof createKey> =>
+        createKey(call.deps.ctx, {
+          workspaceId: ws(call),
+          ...(memberId === undefined ? {} : { memberId }),
+          ...(name === undefined ? {} : { name }),
+          ...(expiresAt === undefined || expiresAt === null ? {} : { expiresAt }),
+        });
+      // A lapsed invitation frees its slot lazily: when every slot looks held, end those first.
+      const out = await mint().catch(async (err: unknown) => {
+        if (err instanceof KeySlotsFullError && (await lapseInvitations(call.deps.ctx, ws(call))) > 0) return mint();
+        throw err;
       });
       // The raw key is in the answer only: never in the audit, a log or a table.
       return change(call, out, { keyId: out.keyId, visible: out.visible, memberId: memberId ?? null }, 201);

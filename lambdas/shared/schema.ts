@@ -62,12 +62,17 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     indexes: [{ indexName: KEYS_BY_WORKSPACE, partitionKey: S('workspaceId'), sortKey: S('keyId') }],
     stream: false,
   },
-  /** Workspace settings (sk `META`), members (`MEMBER#<id>`), routing profiles (`PROFILE#<slug>`). */
+  /**
+   * Workspace settings (sk `META`), members (`MEMBER#<id>`), routing profiles (`PROFILE#<slug>`),
+   * console invitations (`INVITE#<id>`) and passkeys (`PASSKEY#<credential>`); the console's
+   * challenges and sessions each in a partition of their own, collected by TTL once expired.
+   */
   workspaces: {
     name: 'workspaces',
     partitionKey: S('pk'),
     sortKey: S('sk'),
     indexes: [],
+    ttlAttribute: 'ttl',
     stream: false,
   },
   /**

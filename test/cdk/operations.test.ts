@@ -110,6 +110,7 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
       'FirstByteP99',
       'LatencyP99',
       'NotifierErrors',
+      'ConsoleErrors',
       ...serverErrorCodes().map((c) => `ServerErrors-${c}`),
       ...PROVIDERS.map((p) => `UpstreamErrorRate-${p.name}`),
       ...ALL_TABLES.flatMap((s) => [`DynamoSystemErrors-${s.name}`, `DynamoThrottles-${s.name}`]),

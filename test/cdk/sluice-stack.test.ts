@@ -87,8 +87,10 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
 
   describe('gateway', () => {
     it('is reached through a streaming Function URL without IAM auth', () => {
-      // The other URL is the management API's, with IAM auth (test/cdk/admin.test.ts).
-      expect(Object.keys(t().findResources('AWS::Lambda::Url', { Properties: { AuthType: 'NONE' } }))).toHaveLength(1);
+      // The management API's URL has IAM auth (test/cdk/admin.test.ts); the only other URL without
+      // it is the console's, where people sign in with passkeys (test/cdk/console.test.ts).
+      expect(Object.keys(t().findResources('AWS::Lambda::Url', { Properties: { AuthType: 'NONE' } }))).toHaveLength(2);
+      expect(Object.keys(t().findResources('AWS::Lambda::Url', { Properties: { AuthType: 'NONE', InvokeMode: 'RESPONSE_STREAM' } }))).toHaveLength(1);
       t().hasResourceProperties('AWS::Lambda::Url', {
         AuthType: 'NONE',
         InvokeMode: 'RESPONSE_STREAM',
@@ -97,7 +99,10 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
     });
 
     it('outputs the URL', () => {
-      const urlId = onlyId(t().findResources('AWS::Lambda::Url', { Properties: { AuthType: 'NONE' } }) as Record<string, Resource>, 'function URL');
+      const urlId = onlyId(
+        t().findResources('AWS::Lambda::Url', { Properties: { TargetFunctionArn: { 'Fn::GetAtt': [functionId(t(), 'gateway'), 'Arn'] } } }) as Record<string, Resource>,
+        'function URL',
+      );
       t().hasOutput('GatewayUrl', { Value: { 'Fn::GetAtt': [urlId, 'FunctionUrl'] } });
     });
 
@@ -312,9 +317,9 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
 
   it('pins every function to nodejs22.x on arm64 with source maps on', () => {
     const fns = Object.values(resources(t(), 'AWS::Lambda::Function'));
-    // Gateway, aggregator, sweeper, the deploy-time catalog import, the low-credit notifier and the
-    // management API.
-    expect(fns).toHaveLength(6);
+    // Gateway, aggregator, sweeper, the deploy-time catalog import, the low-credit notifier, the
+    // management API and the workspace console.
+    expect(fns).toHaveLength(7);
     for (const fn of fns) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',

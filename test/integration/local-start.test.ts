@@ -22,7 +22,8 @@ interface Run {
 }
 
 function startLocal(home: string, port: number): Run {
-  const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_HOME: home, PORT: String(port) };
+  // The console on any free port: its default (8790) may be another run's.
+  const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_HOME: home, PORT: String(port), SLUICE_CONSOLE_PORT: '0' };
   // Provider keys would switch the simulator off; this test wants it.
   for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE') delete env[name];
   // Its own process group, so the test can send Ctrl-C the way a terminal does.
@@ -111,6 +112,14 @@ describe('npm start', () => {
     ) as { balance: { available: { micros: number } } };
     expect(shown.balance.available.micros).toBe(10_000_000_000);
     expect((await fetch(`${adminUrl}/admin/v1/workspaces`)).status).toBe(401);
+
+    // The console: printed, on localhost (a WebAuthn RP needs a domain), its sign-in page served.
+    const consoleUrl = (state as unknown as { consoleUrl: string }).consoleUrl;
+    expect(consoleUrl).toMatch(/^http:\/\/localhost:\d+$/);
+    expect(first.output()).toContain(`Console    ${consoleUrl}/console/`);
+    const signin = await fetch(`${consoleUrl.replace('localhost', '127.0.0.1')}/console/signin`);
+    expect(signin.status).toBe(200);
+    expect(await signin.text()).toContain('Sign in with a passkey');
 
     const rawKey = /API key\s+(slc_\S+)/.exec(first.output())?.[1];
     expect(rawKey).toBeDefined();

@@ -105,6 +105,60 @@ describe('ReplyTape', () => {
     expect(tape.overflowed).toBe(true);
     expect(tape.countOutput(o200k, 40)).toBe(40);
   });
+
+  // Issue 15: the tape copies what it keeps and keeps a sample only once counts are promised.
+  const promised = (text: string): Buffer => Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }], usage: null })}\n\n`);
+  const spaced = (text: string): Buffer => Buffer.from(`data: {"choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}}}], "usage": null}\n\n`);
+  it.each([
+    // name, frame maker, frames sent, the sample's size in frames, whether the tape overflows, the count
+    ['no promise: everything up to the large bound', frame, 40, 10, false, 40],
+    ['"usage":null: a sample, scaled by the frames relayed', promised, 40, 10, true, 40],
+    ['"usage": null (spaced) is a promise too', spaced, 40, 10, true, 40],
+    ['a promised stream shorter than the sample: counted whole', promised, 8, 10, false, 8],
+  ])('%s', (_name, make, sent, sampleFrames, overflows, expected) => {
+    const one = make(' the');
+    const tape = new ReplyTape(one.length * 100, one.length * sampleFrames);
+    for (let i = 0; i < sent; i += 1) tape.keep(make(' the'));
+    expect(tape.overflowed).toBe(overflows);
+    expect(tape.countOutput(o200k, sent)).toBe(expected);
+  });
+
+  it('a promise seen late lets go of what it kept past the sample and scales the rest', () => {
+    const the = frame(' the');
+    const more = frame(' hello world again');
+    const tape = new ReplyTape(the.length * 100, the.length * 5);
+    // The promise is looked for in the first chunks only: here it comes with the fourth, after
+    // five one-token frames and four longer ones.
+    for (const chunk of [[the, the, the], [the, the, more], [more, more, more]]) tape.keep(Buffer.concat(chunk));
+    tape.keep(promised(' the'));
+    for (let i = 0; i < 20; i += 1) tape.keep(the);
+    expect(tape.overflowed).toBe(true);
+    // Only the first five frames are left, one token each, scaled to the 30 relayed.
+    expect(tape.countOutput(o200k, 30)).toBe(30);
+  });
+
+  it('keeps copies, not the chunks it was given (a chunk reused or freed later changes nothing)', () => {
+    const tape = new ReplyTape();
+    const chunk = frame(' hello world');
+    const sizes = [3, 7, 11, chunk.length];
+    let from = 0;
+    for (const size of sizes) {
+      const piece = Buffer.from(chunk.subarray(from, Math.min(chunk.length, from + size)));
+      tape.keep(piece);
+      piece.fill(0x20);
+      from += size;
+      if (from >= chunk.length) break;
+    }
+    expect(tape.countOutput(o200k, 1)).toBe(o200k(' hello world'));
+  });
+
+  it('copies across slabs: a long stream without a promise is counted whole', () => {
+    const tape = new ReplyTape();
+    const words = Array.from({ length: 2_000 }, (_, i) => frame(` w${i % 10}`));
+    for (const w of words) tape.keep(w);
+    expect(tape.overflowed).toBe(false);
+    expect(tape.countOutput(o200k, words.length)).toBe(words.reduce((n, _w, i) => n + o200k(` w${i % 10}`), 0));
+  });
 });
 
 describe('estimateCharge', () => {
