@@ -19,6 +19,7 @@
  */
 import { HOLDS_BY_EXPIRY, TABLES, type IndexSchema, type TableSchema } from '../lambdas/shared/schema';
 import { EXPIRY_SHARDS, USAGE_SHARDS, allExpiryShards, allUsagePks, keyPk, monthPk, slicePk, windowKey } from '../lambdas/store/keys';
+import { ROLLUP_SHARDS, allRollupPks, rollupPk, type RollupPeriod } from '../lambdas/store/rollups';
 
 /** An attribute value in DynamoDB's JSON wire form. */
 export interface WireValue {
@@ -331,6 +332,34 @@ export function storeFamilies(workspaces: readonly FamilyWorkspace[]): KeyFamily
     }
     out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${slicePk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (escrow slices)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, slicePk(ws, i))) });
     out.push({ name: partitionText(ledger.name, ledger.partitionKey.name, `${monthPk(ws, 1).replace(/1$/, '')}<0..${n - 1}> (month shares)`), partitions: range.map((i) => partitionText(ledger.name, ledger.partitionKey.name, monthPk(ws, i))) });
+  }
+  return out;
+}
+
+/** A workspace's day or month, whose rollups may be spread over shards. */
+export interface RollupPeriodId {
+  readonly period: RollupPeriod;
+  readonly periodId: string;
+}
+
+/**
+ * The aggregator's rollup shards of each workspace's periods, as families (the store's own
+ * `allRollupPks`): a batch with many rows of one workspace writes one shard, picked by a hash of
+ * its first row's request id, so a run of such batches spreads uniformly over
+ * `ROLLUP_SHARDS`. A quiet workspace's batches all write shard 0, so a period is a family only
+ * when the run wrote more than one of its shards (`written`: `KeyWrite.partition` values); the
+ * others stand as the keys they are. A drain's last, partial batch may have stayed on shard 0:
+ * at a sustained rate every batch is full, so the model counts it as spread.
+ */
+export function rollupFamilies(workspaces: readonly FamilyWorkspace[], periods: readonly RollupPeriodId[], written: ReadonlySet<string>): KeyFamily[] {
+  const rollups = TABLES.rollups;
+  const out: KeyFamily[] = [];
+  for (const { workspaceId } of workspaces) {
+    for (const { period, periodId } of periods) {
+      const partitions = allRollupPks(workspaceId, period, periodId).map((v) => partitionText(rollups.name, rollups.partitionKey.name, v));
+      if (partitions.filter((p) => written.has(p)).length < 2) continue;
+      out.push({ name: partitionText(rollups.name, rollups.partitionKey.name, `${rollupPk(workspaceId, period, periodId)}[#R<1..${ROLLUP_SHARDS - 1}>] (rollup shards)`), partitions });
+    }
   }
   return out;
 }

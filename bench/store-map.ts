@@ -34,7 +34,9 @@ import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
 import { closedLoop, post, targetFrom, type Target } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
-import { ceilingOf, hottest, keyPartitions, keyWrites, storeFamilies, type FamilyWorkspace, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
+import { dayId, monthId } from '../lambdas/core/windows';
+import { ROLLUP_SHARDS } from '../lambdas/store/rollups';
+import { ceilingOf, hottest, keyPartitions, keyWrites, rollupFamilies, storeFamilies, type FamilyWorkspace, type RollupPeriodId, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
 import { WriteTap, type CallCounts } from './store-map-tap';
 
 /** How big each part is. */
@@ -87,6 +89,8 @@ export interface LoadMap {
    * which the one-key load measures): what binds the workspace's shared items, its slices.
    */
   readonly beyondKeys: { readonly partitions: readonly HotKey[]; readonly items: readonly HotKey[] };
+  /** The aggregator's hottest rollup partition key value and item (totals, not the per-request markers). */
+  readonly rollups: { readonly partition?: HotKey; readonly item?: HotKey };
 }
 
 /** Throughput of one side of the conflict comparison. */
@@ -122,6 +126,8 @@ export interface StoreMapResult {
     readonly oneSliceWorkspace: { readonly partitionRps: number | null; readonly itemRps: number | null };
     /** The sliced workspace's ceilings on what is not one API key's own (its slices, month shares, usage, rollups). */
     readonly slicedWorkspaceBeyondKeys: { readonly slices: number; readonly partitionRps: number | null; readonly itemRps: number | null };
+    /** The sliced workspace's ceilings on the aggregator's rollup totals alone (sharded by batch). */
+    readonly slicedWorkspaceRollups: { readonly partitionRps: number | null; readonly itemRps: number | null };
     readonly loads: readonly LoadMap[];
     readonly conflicts: readonly ConflictSide[];
     /** Write calls whose per-table capacity, as DynamoDB Local reported it, equalled the tap's figure. */
@@ -169,10 +175,22 @@ function toKeyWrites(writes: readonly ItemWrite[]): KeyWrite[] {
   return writes.flatMap((w) => keyWrites(w, TABLES[w.table as TableName]));
 }
 
-function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
-  const families: KeyFamily[] = storeFamilies(workspaces);
+/** The days and months a load's rows may fall in: those of its start and of now (UTC). */
+function periodsSince(startedAt: number): RollupPeriodId[] {
+  const ids = new Map<string, RollupPeriodId>();
+  for (const at of [startedAt, Date.now()]) {
+    ids.set(`day ${dayId(at)}`, { period: 'day', periodId: dayId(at) });
+    ids.set(`month ${monthId(at)}`, { period: 'month', periodId: monthId(at) });
+  }
+  return [...ids.values()];
+}
+
+function mapLoad(name: string, concurrency: number, run: { ok: number; failed: number; startedAt: number }, writes: readonly ItemWrite[], counts: CallCounts, workspaces: readonly FamilyWorkspace[], callers: readonly Caller[]): LoadMap {
   const ownKeys = new Set(callers.flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES)));
   const keys = toKeyWrites(writes);
+  const families: KeyFamily[] = [...storeFamilies(workspaces), ...rollupFamilies(workspaces, periodsSince(run.startedAt), new Set(keys.map((k) => k.partition)))];
+  // The rollups' totals items: a marker (`SEEN#<request>`) is written once per request and binds nothing.
+  const totals = keys.filter((k) => k.target === TABLES.rollups.name && !k.partition.includes(' pk=SEEN#'));
   // Every request sent: a rare failure (after admission) still wrote.
   const n = Math.max(1, run.ok + run.failed);
   const perRequest: Record<string, { calls: number; writes: number; units: number }> = {};
@@ -200,6 +218,7 @@ function mapLoad(name: string, concurrency: number, run: { ok: number; failed: n
       partitions: hottest(keys.filter((k) => !ownKeys.has(k.partition)), n, 'partition', false, families).slice(0, 3),
       items: hottest(keys.filter((k) => !ownKeys.has(k.partition)), n, 'item', false, families).slice(0, 3),
     },
+    rollups: withTop(hottest(totals, n, 'partition', false, families)[0], hottest(totals, n, 'item', false, families)[0]),
   };
 }
 
@@ -331,7 +350,8 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const reported = { agrees: 0, differs: 0, differences: [] as string[] };
     const runLoad = async (name: string, concurrency: number, callersOf: readonly Caller[], pick: (i: number) => Caller): Promise<LoadMap> => {
       log(`load: ${name}, ${plan.requests} requests at concurrency ${concurrency}`);
-      const run = await bounded(target, plan.requests, concurrency, pick);
+      const startedAt = Date.now();
+      const run = { ...(await bounded(target, plan.requests, concurrency, pick)), startedAt };
       if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
       await settle();
       const { writes, counts } = tap.take();
@@ -399,6 +419,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
       storeMap: {
         oneSliceWorkspace: { partitionRps: ceilingOf(fiveLoad.hottestPartitions), itemRps: ceilingOf(fiveLoad.hottestItems) },
         slicedWorkspaceBeyondKeys: { slices: SLICES, partitionRps: ceilingOf(slicedLoad.beyondKeys.partitions), itemRps: ceilingOf(slicedLoad.beyondKeys.items) },
+        slicedWorkspaceRollups: { partitionRps: ceilingOf(slicedLoad.rollups.partition === undefined ? [] : [slicedLoad.rollups.partition]), itemRps: ceilingOf(slicedLoad.rollups.item === undefined ? [] : [slicedLoad.rollups.item]) },
         loads,
         conflicts, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
     };
@@ -428,6 +449,7 @@ export function renderStoreMap(r: StoreMapResult): string {
   const b = r.storeMap.slicedWorkspaceBeyondKeys;
   lines.push(`  one workspace  partition ${rps(c.workspaceRps).padEnd(16)} item ${rps(i.workspaceRps)}   (${b.slices} slices, five keys)`);
   lines.push(`                 partition ${rps(b.partitionRps).padEnd(16)} item ${rps(b.itemRps)}   (${b.slices} slices, not counting each key's own KEY#… items)`);
+  lines.push(`                 partition ${rps(r.storeMap.slicedWorkspaceRollups.partitionRps).padEnd(16)} item ${rps(r.storeMap.slicedWorkspaceRollups.itemRps)}   (${b.slices} slices: the aggregator's rollups alone, ${ROLLUP_SHARDS} shards)`);
   lines.push(`                 partition ${rps(r.storeMap.oneSliceWorkspace.partitionRps).padEnd(16)} item ${rps(r.storeMap.oneSliceWorkspace.itemRps)}   (1 slice, five keys)`);
   lines.push(`  one key        partition ${rps(c.keyRps).padEnd(16)} item ${rps(i.keyRps)}`);
   const hot = (h: HotKey): string =>
@@ -448,6 +470,10 @@ export function renderStoreMap(r: StoreMapResult): string {
     if (load.name.startsWith('one workspace')) {
       lines.push("  hottest beyond each key's own items (partition / item):");
       for (const h of [...load.beyondKeys.partitions.slice(0, 2), ...load.beyondKeys.items.slice(0, 2)]) lines.push(`    ${hot(h)}`);
+    }
+    if (load.rollups.partition !== undefined || load.rollups.item !== undefined) {
+      lines.push("  the aggregator's rollups, hottest (partition / item):");
+      for (const h of [load.rollups.partition, load.rollups.item]) if (h !== undefined) lines.push(`    ${hot(h)}`);
     }
     if (load.name === 'many workspaces') {
       lines.push('  written by more than one workspace (partition / item):');

@@ -13,6 +13,7 @@ import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
 import { apiPath, type AdminApi } from './api-client';
 import { INVITATION_COMMANDS } from './commands/invitations';
+import { SLICES_COMMAND } from './commands/slices';
 
 /** Parsed option values, as `util.parseArgs` returns them. */
 export type Values = Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>;
@@ -357,6 +358,7 @@ export const COMMANDS: readonly Command[] = [
       return { json: out, human: [`low-credit notice below: ${money(out.lowCreditThresholdMicros)}`] };
     },
   },
+  SLICES_COMMAND,
   {
     group: 'member',
     action: 'add',

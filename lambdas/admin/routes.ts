@@ -15,6 +15,7 @@ import { addMember, listMembers, removeMember, setMemberMonthlyLimit } from '../
 import { cancelInvitation, createInvitation, lapseInvitations, listInvitations } from '../store/directory-invitations';
 import { KeySlotsFullError } from '../store/directory-errors';
 import { createProfile, deleteProfile, listProfiles, reorderProfile } from '../store/directory-profiles';
+import { setSlices, showSlices } from '../store/directory-slices';
 import { findUsageRow } from '../store/directory-usage';
 import { MICROS_PER_MINOR, parseInstant } from '../store/directory-validate';
 import {
@@ -180,6 +181,24 @@ export const ROUTES: readonly Route[] = [
       if (cap === undefined || cap === null) throw new ValidationError('amountMinor is required');
       const out = await setSpendRateCap(call.deps.ctx, { workspaceId: ws(call), capMinor: cap, force: call.body['force'] === true });
       return change(call, out, { spendRateCapMinor: out.spendRateCapMinor, previousMinor: out.previousMinor, forced: call.body['force'] === true });
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['workspaces', ':ws', 'slices'],
+    async run(call) {
+      return { body: await showSlices(call.deps.ctx, { workspaceId: ws(call) }) };
+    },
+  },
+  {
+    method: 'PUT',
+    pattern: ['workspaces', ':ws', 'slices'],
+    action: 'workspace.slices',
+    async run(call) {
+      const count = intOrNull(call, 'count');
+      if (count === undefined || count === null) throw new ValidationError('count is required');
+      const out = await setSlices(call.deps.ctx, { workspaceId: ws(call), count });
+      return change(call, out, { slices: out.slices, floor: out.floor, previous: out.previous });
     },
   },
   {

@@ -11,7 +11,12 @@
  * transaction holds at most 100 items, so a batch that needs more (one marker per row plus one
  * update per distinct total) is written in runs, in order.
  *
- * Records of a shard are handled in order; at the first one that fails for any other reason
+ * A workspace with many rows in one batch (a hot one) has that batch's totals written to one of
+ * `ROLLUP_SHARDS` partitions of its day and month, picked from the batch's own rows, and the
+ * period marked as spread first (`lambdas/store/rollups.ts`): reports sum the shards. Which shard
+ * takes a row does not matter to exactly-once, which rests on the row's marker alone.
+ *
+ * Records of a stream shard are handled in order; at the first one that fails for any other reason
  * (a row that cannot be read, a write that fails) the rows before it are added, the batch stops
  * and that record is reported, so the event source mapping retries from it
  * (`ReportBatchItemFailures`). To find that record, a run whose transaction fails is retried one
@@ -22,8 +27,8 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { Outcome } from '../shared/records';
-import { RollupStore } from '../store/rollups';
-import { chunkRows, sumRows, type UsageFacts } from './totals';
+import { RollupStore, type RollupDelta } from '../store/rollups';
+import { chunkRows, rollupShards, sumRows, type UsageFacts } from './totals';
 
 export { ROLLUP_SK, rollupPk, type RollupPeriod } from '../store/rollups';
 
@@ -42,6 +47,26 @@ export interface AggregateDeps {
 export const OUTCOMES: readonly Outcome[] = ['ok', 'provider_error', 'upstream_fault', 'client_disconnected', 'balance_exhausted', 'timeout', 'swept'];
 
 const MAX_CONFLICT_RETRIES = 8;
+
+/**
+ * Periods this process has marked as spread over rollup shards (`workspace period id`): the
+ * mark is written once per process and period, before the first write off shard 0. Bounded: a
+ * mark written again costs one small write.
+ */
+const marked = new Set<string>();
+const MAX_MARKED = 10_000;
+
+/** Writes the spread mark of every period a run's deltas add to off shard 0, unless this process did. */
+async function markSpread(store: RollupStore, deltas: readonly RollupDelta[]): Promise<void> {
+  for (const d of deltas) {
+    if ((d.shard ?? 0) === 0) continue;
+    const id = `${d.workspaceId} ${d.period} ${d.periodId}`;
+    if (marked.has(id)) continue;
+    await store.markSpread(d.workspaceId, d.period, d.periodId);
+    if (marked.size >= MAX_MARKED) marked.clear();
+    marked.add(id);
+  }
+}
 
 /** A stream record that cannot be rolled up as it is; retrying will not help, but skipping would lose spend. */
 export class MalformedUsageRecordError extends Error {
@@ -100,12 +125,18 @@ function pause(attempt: number): Promise<void> {
  * Adds rows (whose transaction fits) exactly once: rows already counted are dropped and the
  * rest written again; conflicts are retried with backoff.
  */
-async function addRows(store: RollupStore, rows: readonly Row[], now: number): Promise<void> {
+async function addRows(store: RollupStore, rows: readonly Row[], shards: ReadonlyMap<string, number>, now: number): Promise<void> {
   let left = rows;
   for (let conflicts = 0; left.length > 0; ) {
+    const deltas = sumRows(
+      left.map((r) => r.facts),
+      shards,
+    );
+    // The mark first: a report that does not find it reads shard 0 alone, so nothing may be on another shard yet.
+    await markSpread(store, deltas);
     const result = await store.add(
       left.map((r) => r.facts.requestId),
-      sumRows(left.map((r) => r.facts)),
+      deltas,
       now,
     );
     if (result.kind === 'added') return;
@@ -129,16 +160,16 @@ class RowFailure {
 }
 
 /** Adds a run of rows; if its transaction fails, row by row, to find the record that fails. */
-async function addRun(store: RollupStore, run: readonly Row[], now: number): Promise<RowFailure | undefined> {
+async function addRun(store: RollupStore, run: readonly Row[], shards: ReadonlyMap<string, number>, now: number): Promise<RowFailure | undefined> {
   try {
-    await addRows(store, run, now);
+    await addRows(store, run, shards, now);
     return undefined;
   } catch (err) {
     if (run.length === 1) return new RowFailure((run[0] as Row).sequence, err);
   }
   for (const row of run) {
     try {
-      await addRows(store, [row], now);
+      await addRows(store, [row], shards, now);
     } catch (err) {
       return new RowFailure(row.sequence, err);
     }
@@ -174,8 +205,10 @@ export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent)
     inBatch.add(facts.requestId);
     rows.push({ facts, sequence });
   }
+  // One shard per workspace for the whole batch, chosen from the batch's own rows.
+  const shards = rollupShards(rows.map((r) => r.facts));
   for (const run of chunkRows(rows)) {
-    const failed = await addRun(store, run, now);
+    const failed = await addRun(store, run, shards, now);
     if (failed !== undefined) {
       failure = failed;
       break;

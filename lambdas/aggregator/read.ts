@@ -1,12 +1,14 @@
 /**
  * Reads the aggregator's rollups back for reports (the `sluice usage` command). One query per
- * period in the range, since each day or month of a workspace is its own partition.
+ * period in the range, since each day or month of a workspace is its own partition; a period a
+ * hot workspace spread over rollup shards (its shard 0 holds the `SHARDS` mark) is read from
+ * every shard and summed item by item.
  */
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { tableName } from '../shared/schema';
 import type { Outcome } from '../shared/records';
 import { OUTCOMES } from './aggregate';
-import { rollupItems, rollupPk, type RollupPeriod, type RollupTotals } from '../store/rollups';
+import { ROLLUP_SHARDS, ROLLUP_SHARDS_SK, rollupItems, rollupPk, type RollupPeriod, type RollupTotals } from '../store/rollups';
 
 /** Which periods to read: days as `yyyy-mm-dd`, months as `yyyy-mm`, both ends included (UTC). */
 export interface UsageQuery {
@@ -101,6 +103,36 @@ function toRow(period: RollupPeriod, periodId: string, item: Record<string, unkn
   };
 }
 
+function addTotals(a: UsageRow, b: UsageRow): UsageRow {
+  const outcomes: Partial<Record<Outcome, number>> = { ...a.outcomes };
+  for (const [o, n] of Object.entries(b.outcomes) as [Outcome, number][]) outcomes[o] = (outcomes[o] ?? 0) + n;
+  return {
+    ...a,
+    requests: a.requests + b.requests,
+    byokRequests: a.byokRequests + b.byokRequests,
+    inputTokens: a.inputTokens + b.inputTokens,
+    cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+    chargeMicros: a.chargeMicros + b.chargeMicros,
+    uncollectedMicros: a.uncollectedMicros + b.uncollectedMicros,
+    outcomes,
+  };
+}
+
+/** One row per sort key, summed over every shard's item of it, in sort-key order. */
+function sumBySortKey(period: RollupPeriod, periodId: string, items: readonly Record<string, unknown>[]): UsageRow[] {
+  const bySk = new Map<string, UsageRow>();
+  for (const item of items) {
+    const row = toRow(period, periodId, item);
+    if (row === undefined) continue;
+    const sk = String(item.sk);
+    const had = bySk.get(sk);
+    bySk.set(sk, had === undefined ? row : addTotals(had, row));
+  }
+  return [...bySk.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+}
+
 /** Queries run at once; a month of days is a burst of 31 small queries. */
 const PARALLEL = 8;
 
@@ -116,12 +148,19 @@ export async function readUsage(doc: DynamoDBDocumentClient, tablePrefix: string
   const results: UsageRow[][] = new Array<UsageRow[]>(ids.length);
   const readOne = async (index: number): Promise<void> => {
     const periodId = ids[index] as string;
-    const rows: UsageRow[] = [];
-    for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId))) {
-      const row = toRow(query.period, periodId, item);
-      if (row !== undefined) rows.push(row);
+    const items: Record<string, unknown>[] = [];
+    for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId))) items.push(item);
+    if (items.some((i) => i.sk === ROLLUP_SHARDS_SK)) {
+      const others = await Promise.all(
+        Array.from({ length: ROLLUP_SHARDS - 1 }, async (_, i) => {
+          const got: Record<string, unknown>[] = [];
+          for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId, i + 1))) got.push(item);
+          return got;
+        }),
+      );
+      items.push(...others.flat());
     }
-    results[index] = rows;
+    results[index] = sumBySortKey(query.period, periodId, items);
   };
   let next = 0;
   const lane = async (): Promise<void> => {

@@ -4,7 +4,8 @@
  */
 import { dayId, monthId } from '../core/windows';
 import type { Outcome } from '../shared/records';
-import { MAX_TRANSACT_ITEMS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from '../store/rollups';
+import { shardOf } from '../store/keys';
+import { MAX_TRANSACT_ITEMS, ROLLUP_SHARDS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from '../store/rollups';
 
 /** The fields of a usage row the totals need, checked. */
 export interface UsageFacts {
@@ -49,17 +50,53 @@ const itemId = (workspaceId: string, t: Target): string => `${workspaceId}\u0000
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-/** The rows summed per totals item, in the order each item is first met. */
-export function sumRows(rows: readonly UsageFacts[]): RollupDelta[] {
+/**
+ * Rows of one workspace in one batch from which its totals are spread over shards. Lambda fills a
+ * batch past a few dozen records only when the stream has a backlog, which a quiet workspace
+ * never makes; below this a batch writes shard 0, which a report reads with one Query.
+ */
+export const SPREAD_MIN_ROWS = 64;
+
+/**
+ * The rollup shard each workspace of a batch writes: 0, unless the batch holds at least
+ * {@link SPREAD_MIN_ROWS} of its rows; then the shard the hash of its first row's request id
+ * picks, so the same batch delivered again writes the same shard. One shard per workspace and
+ * batch keeps a batch's items as few as unsharded (about 14 for a workspace), while a run of
+ * batches spreads over {@link ROLLUP_SHARDS} partition key values. Only workspaces off shard 0
+ * are in the map.
+ */
+export function rollupShards(rows: readonly UsageFacts[]): Map<string, number> {
+  const first = new Map<string, string>();
+  const count = new Map<string, number>();
+  for (const u of rows) {
+    if (!first.has(u.workspaceId)) first.set(u.workspaceId, u.requestId);
+    count.set(u.workspaceId, (count.get(u.workspaceId) ?? 0) + 1);
+  }
+  const out = new Map<string, number>();
+  for (const [ws, n] of count) {
+    if (n < SPREAD_MIN_ROWS) continue;
+    const shard = shardOf(first.get(ws) as string, ROLLUP_SHARDS);
+    if (shard !== 0) out.set(ws, shard);
+  }
+  return out;
+}
+
+/**
+ * The rows summed per totals item, in the order each item is first met. `shards` names the
+ * rollup shard of a workspace that does not write shard 0 ({@link rollupShards}).
+ */
+export function sumRows(rows: readonly UsageFacts[], shards: ReadonlyMap<string, number> = new Map()): RollupDelta[] {
   const byItem = new Map<string, Mutable<RollupDelta> & { outcomes: Partial<Record<Outcome, number>> }>();
   for (const u of rows) {
     for (const t of targets(u)) {
       const id = itemId(u.workspaceId, t);
       let d = byItem.get(id);
       if (d === undefined) {
+        const shard = shards.get(u.workspaceId) ?? 0;
         d = {
           workspaceId: u.workspaceId,
           ...t,
+          ...(shard === 0 ? {} : { shard }),
           requests: 0,
           byokRequests: 0,
           inputTokens: 0,

@@ -49,6 +49,8 @@ export const CONSOLE_ACTIONS = {
   // Buying credit is not the console's (SPEC leaves the purchase flow out).
   'credit.add': 'operator',
   'credit.adjust': 'operator',
+  // The ledger's slice count is how the store carries a hot workspace: the service's operators'.
+  'workspace.slices': 'operator',
 } as const satisfies Record<string, ConsoleAllowance>;
 
 /** What a role may do with one action: allowed, or refused with the reason for a person. */

@@ -34,6 +34,7 @@ import type { HoldRecord, UsageRecord } from '../shared/records';
 import { COUNTER_NAMES, KEY_WINDOW_NAMES, keyCounterDebit, keyShareRebalance, keyShareView, type KeyShareNames } from './items';
 import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
+import { SliceStatsRecorder } from './slice-stats';
 import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, keySlicePk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
@@ -133,7 +134,16 @@ export class DynamoLedger implements Ledger {
     private readonly tables: LedgerTables,
     /** Told of each transaction conflict (a CloudWatch metric when deployed). */
     private readonly onConflict: () => void = () => undefined,
-  ) {}
+  ) {
+    // The shrinking hook (`slice-stats.ts`): reports admissions and conflicts, consolidates a cooled workspace.
+    this.sliceStats = new SliceStatsRecorder(doc, tables.ledger, async (workspaceId, from, to) => {
+      const done = await consolidateSlices(this.db, this.tables, workspaceId, from, to);
+      if (done) this.memoOf(workspaceId).active = to;
+      return done;
+    });
+  }
+
+  private readonly sliceStats: SliceStatsRecorder;
 
   private memoOf(workspaceId: string): SliceMemo {
     let m = this.memo.get(workspaceId);
@@ -263,6 +273,7 @@ export class DynamoLedger implements Ledger {
           await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo) }));
           if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need });
           this.countAdmission(request.workspaceId, memo, conflicted);
+          void this.sliceStats.note(request.workspaceId, conflicted, memo.active);
           return { admitted: true, hold: placed };
         } catch (err) {
           if (!isCancelled(err)) throw err;
@@ -820,12 +831,14 @@ export async function writeSliceCount(db: DocumentSender, ledgerTable: string, w
       new UpdateCommand({
         TableName: ledgerTable,
         Key: sliceKey(workspaceId, 0),
-        UpdateExpression: `SET sliceCount = :to, sliceHigh = :high${floor === undefined ? '' : ', sliceFloor = :floor'}`,
+        // sliceChangedAt: shrinking waits a while after any change (hysteresis, `core/slice-shrink.ts`).
+        UpdateExpression: `SET sliceCount = :to, sliceHigh = :high, sliceChangedAt = :at${floor === undefined ? '' : ', sliceFloor = :floor'}`,
         // Pinned to what was read, so two writers cannot lose each other's change or lower `sliceHigh`.
         ConditionExpression: current === 1 && got.Item.sliceCount === undefined ? 'attribute_not_exists(sliceCount)' : 'sliceCount = :from',
         ExpressionAttributeValues: {
           ':to': target,
           ':high': high,
+          ':at': Date.now(),
           ...(floor === undefined ? {} : { ':floor': floor }),
           ...(current === 1 && got.Item.sliceCount === undefined ? {} : { ':from': current }),
         },
@@ -868,6 +881,36 @@ export async function drainRetired(db: DocumentSender, ledgerTable: string, work
     if (!isCancelled(err)) throw err;
     return false; // the state moved under us; the caller reads again
   }
+}
+
+/**
+ * Shrinks a workspace's slices from `from` to `to` (never below the operator's floor), unless
+ * another writer changed the count first, then empties the retired slices into slice 0, each
+ * move conditioned on what was read, so no unit is lost however many admissions and settlements
+ * run meanwhile. A retired slice still holding a hold, or owing spend-rate headroom, is emptied
+ * by the settlement that lands there (see `maintain`). True when the count was changed.
+ */
+export async function consolidateSlices(db: DocumentSender, tables: LedgerTables, workspaceId: string, from: number, to: number): Promise<boolean> {
+  // Slice 0 of a busy workspace is in a transaction most of the time: a plain write to it meets
+  // TransactionConflict (or, locally, a lock timeout), so the change is tried a few times.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (!(await writeSliceCount(db, tables.ledger, workspaceId, from, to, undefined))) return false;
+      break;
+    } catch (err) {
+      if (attempt >= 8) throw err;
+      await pause(attempt);
+    }
+  }
+  const reader = new DynamoLedger(db, tables);
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    const snapshot = await reader.readSlices(workspaceId);
+    if (!snapshot.slices.some((s) => s.slice >= snapshot.active && (s.availableMicros > 0 || (s.rateCap !== undefined && s.rateRoom > 0)))) break;
+    // Moved all it could: what is left owes headroom or holds, and the settlement there moves it on.
+    if (await drainRetired(db, tables.ledger, workspaceId, snapshot)) break;
+    await pause(attempt);
+  }
+  return true;
 }
 
 export { BALANCE_SK };

@@ -8,19 +8,46 @@
  *   row's `startedAt`), each with sk `ALL`, `KEY#<keyId>` and `MODEL#<servedBy or requestedModel>`;
  *   numeric attributes added: `requests`, `inputTokens`, `cachedInputTokens`, `outputTokens`,
  *   `reasoningTokens`, `chargeMicros`, `uncollectedMicros`, `byokRequests`, `outcome_<outcome>`.
+ *   That partition is shard 0 of the period.
+ * - Shards 1..{@link ROLLUP_SHARDS}−1 of a hot workspace's period: the same items under
+ *   `WS#<workspaceId>#DAY#<yyyy-mm-dd>#R<n>` (and `#MONTH#…#R<n>`), each its own partition key
+ *   value, so a hot workspace's totals take {@link ROLLUP_SHARDS} times DynamoDB's 1,000 write
+ *   units per second per partition key value. A report sums a period's shards.
+ * - `SHARDS` in shard 0's partition: written (before any of their data) when the period has data
+ *   on shards other than 0. A report reads shard 0 (one Query) and the others only when it is
+ *   there, so a quiet workspace's period stays one Query.
  * - `SEEN#<requestId>` / `SEEN`, with `ttl` 35 days on: far beyond the stream's 24 h retention,
  *   so no redelivery can outlive its marker.
  */
-import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { Outcome } from '../shared/records';
 
 /** The period a rollup item totals. */
 export type RollupPeriod = 'day' | 'month';
 
-/** Partition key of a workspace's totals for one day (`yyyy-mm-dd`) or month (`yyyy-mm`). */
-export function rollupPk(workspaceId: string, period: RollupPeriod, periodId: string): string {
-  return `WS#${workspaceId}#${period === 'day' ? 'DAY' : 'MONTH'}#${periodId}`;
+/**
+ * Shards a hot workspace's period is spread over. A batch writes one shard per workspace (its
+ * 14 or so totals items), so the period's write units are divided by this count; a report of a
+ * spread period reads this many partitions.
+ */
+export const ROLLUP_SHARDS = 8;
+
+/**
+ * Partition key of a workspace's totals for one day (`yyyy-mm-dd`) or month (`yyyy-mm`), on one
+ * shard; shard 0 keeps the historical key.
+ */
+export function rollupPk(workspaceId: string, period: RollupPeriod, periodId: string, shard = 0): string {
+  const base = `WS#${workspaceId}#${period === 'day' ? 'DAY' : 'MONTH'}#${periodId}`;
+  return shard === 0 ? base : `${base}#R${shard}`;
 }
+
+/** Every shard's partition key of one period, shard 0 first. */
+export function allRollupPks(workspaceId: string, period: RollupPeriod, periodId: string): string[] {
+  return Array.from({ length: ROLLUP_SHARDS }, (_, i) => rollupPk(workspaceId, period, periodId, i));
+}
+
+/** Sort key, in shard 0's partition, of the item that says the period is spread over shards. */
+export const ROLLUP_SHARDS_SK = 'SHARDS';
 
 /** Sort keys of the totals items within a period. */
 export const ROLLUP_SK = {
@@ -56,6 +83,8 @@ export interface RollupDelta extends RollupTotals {
   readonly period: RollupPeriod;
   readonly periodId: string;
   readonly sk: string;
+  /** The shard written (0..{@link ROLLUP_SHARDS}−1); absent: 0. */
+  readonly shard?: number;
 }
 
 /** What came of {@link RollupStore.add}. */
@@ -103,7 +132,7 @@ export class RollupStore {
         ConditionExpression: 'attribute_not_exists(pk)',
       },
     }));
-    for (const d of deltas) items.push({ Update: { TableName: table, Key: { pk: rollupPk(d.workspaceId, d.period, d.periodId), sk: d.sk }, ...addExpression(d) } });
+    for (const d of deltas) items.push({ Update: { TableName: table, Key: { pk: rollupPk(d.workspaceId, d.period, d.periodId, d.shard ?? 0), sk: d.sk }, ...addExpression(d) } });
     if (items.length > MAX_TRANSACT_ITEMS) throw new RangeError(`a rollup transaction of ${items.length} items (at most ${MAX_TRANSACT_ITEMS})`);
     try {
       await this.doc.send(new TransactWriteCommand({ TransactItems: items }));
@@ -119,6 +148,22 @@ export class RollupStore {
       if (conflictOnly) return { kind: 'conflict' };
       throw err;
     }
+  }
+
+  /**
+   * Marks a period as spread over shards: `SHARDS` in shard 0's partition. Written (and awaited)
+   * before the first transaction that adds to another shard of that period, so a report that
+   * finds no mark has nothing to miss. Idempotent: a plain `SET`.
+   */
+  async markSpread(workspaceId: string, period: RollupPeriod, periodId: string): Promise<void> {
+    await this.doc.send(
+      new UpdateCommand({
+        TableName: this.table(),
+        Key: { pk: rollupPk(workspaceId, period, periodId), sk: ROLLUP_SHARDS_SK },
+        UpdateExpression: 'SET shardCount = :n',
+        ExpressionAttributeValues: { ':n': ROLLUP_SHARDS },
+      }),
+    );
   }
 }
 

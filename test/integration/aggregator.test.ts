@@ -4,7 +4,7 @@
  * by the Lambda handler, then delivered again (nothing may change), and a failure in the middle
  * of a batch (reported by sequence number, later records left for the retry).
  */
-import { GetCommand, PutCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
@@ -13,6 +13,7 @@ import { periodIds, readUsage, type UsageRow } from '../../lambdas/aggregator/re
 import type { Settlement } from '../../lambdas/gateway/ports';
 import type { TokenCounts } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
+import { ROLLUP_SHARDS } from '../../lambdas/store/rollups';
 import { startStreamPoller, type StreamBatchHandler } from '../../local/stream-poller';
 import { testTables, type TestTables } from '../support/dynamo';
 import { renderUsage, usageQuery } from '../../cli/commands/usage';
@@ -391,6 +392,64 @@ describe('batched rollups', () => {
     expect(rec.sent.length).toBeGreaterThan(1);
     for (const s of rec.sent) expect(s.items.length).toBeLessThanOrEqual(100);
     for (let i = 0; i < 40; i += 1) expect(await total(`ws_many_${i}`, `${Y + 1}-02-12`)).toMatchObject({ requests: 1, chargeMicros: 7 });
+  });
+
+  it('a hot workspace\'s batch goes to one rollup shard, marked first; reports sum every shard, exactly once under redelivery', async () => {
+    const at = Date.UTC(2027, 1, 13, 9);
+    const day = '2027-02-13';
+    const HW = 'ws_hot';
+    // Batches as a backlog delivers them: 100 rows each, the hot workspace's rows beside a quiet one's.
+    const batches = Array.from({ length: 6 }, (_, b) => ({
+      Records: Array.from({ length: 100 }, (_, i) =>
+        i % 10 === 9 ? usageRecord('ws_quiet_beside', `q${b}_${i}`, 'key_q', at, 3) : usageRecord(HW, `h${b}_${i}`, `key_${i % 5}`, at + i, 10 + (i % 3)),
+      ),
+    }));
+    const recs = batches.map(() => recording());
+    for (const [b, batch] of batches.entries()) expect(await aggregate({ ...deps, doc: (recs[b] as ReturnType<typeof recording>).doc }, batch)).toEqual({ batchItemFailures: [] });
+    const hotRows = batches.flatMap((b) => b.Records).filter((r) => r.dynamodb?.NewImage?.workspaceId?.S === HW);
+    const charge = hotRows.reduce((a, r) => a + Number(r.dynamodb?.NewImage?.chargeMicros?.N), 0);
+    const expected = { requests: hotRows.length, chargeMicros: charge, outputTokens: 5 * hotRows.length };
+    // Each batch wrote the hot workspace's day to exactly one shard (its 14 items, no more); the quiet one stays on shard 0.
+    const shardsUsed = new Set<string>();
+    for (const r of recs) {
+      const pks = new Set(r.sent.flatMap((s) => s.items.map((i) => String(i.Update?.Key?.pk ?? ''))).filter((pk) => pk.startsWith(`WS#${HW}#DAY#${day}`)));
+      expect(pks.size).toBe(1);
+      shardsUsed.add([...pks][0] as string);
+      for (const s of r.sent) for (const i of s.items) if (String(i.Update?.Key?.pk ?? '').startsWith('WS#ws_quiet_beside#')) expect(String(i.Update?.Key?.pk)).not.toMatch(/#R\d+$/);
+    }
+    expect(shardsUsed.size).toBeGreaterThan(1);
+    const mark = await db.doc.send(new GetCommand({ TableName: t('rollups'), Key: { pk: `WS#${HW}#DAY#${day}`, sk: 'SHARDS' }, ConsistentRead: true }));
+    expect(mark.Item?.shardCount).toBe(ROLLUP_SHARDS);
+    expect(await total(HW, day)).toMatchObject(expected);
+    expect(await total('ws_quiet_beside', day)).toMatchObject({ requests: 60, chargeMicros: 180 });
+    const month = find(await readUsage(db.doc, db.prefix, { workspaceId: HW, period: 'month', from: '2027-02', to: '2027-02' }), '2027-02', 'all');
+    expect(month).toMatchObject(expected);
+    const byKey = (await readUsage(db.doc, db.prefix, { workspaceId: HW, period: 'day', from: day, to: day })).filter((r) => r.scope === 'key');
+    expect(byKey.map((r) => r.id)).toEqual(['key_0', 'key_1', 'key_2', 'key_3', 'key_4']);
+    expect(byKey.reduce((a, r) => a + r.requests, 0)).toBe(hotRows.length);
+
+    // Redelivered whole, then cut differently (some cuts too small to spread): nothing changes.
+    for (const batch of batches) expect(await aggregate(deps, batch)).toEqual({ batchItemFailures: [] });
+    const all = batches.flatMap((b) => b.Records);
+    for (let i = 0; i < all.length; i += 37) expect(await aggregate(deps, { Records: all.slice(i, i + 37) })).toEqual({ batchItemFailures: [] });
+    expect(await aggregate(deps, { Records: [...all.slice(250), ...all.slice(0, 250)] })).toEqual({ batchItemFailures: [] });
+    expect(await total(HW, day)).toMatchObject(expected);
+    expect(await total('ws_quiet_beside', day)).toMatchObject({ requests: 60, chargeMicros: 180 });
+  });
+
+  it('a quiet workspace\'s period stays one partition and is read with one Query', async () => {
+    const at = Date.UTC(2027, 1, 14, 9);
+    const QW = 'ws_one_query';
+    expect(await aggregate(deps, { Records: Array.from({ length: 20 }, (_, i) => usageRecord(QW, `oq_${i}`, 'key_o', at, 5)) })).toEqual({ batchItemFailures: [] });
+    let queries = 0;
+    const counting = {
+      send: (command: unknown) => {
+        if (command instanceof QueryCommand) queries += 1;
+        return db.doc.send(command as QueryCommand);
+      },
+    } as unknown as DynamoDBDocumentClient;
+    expect(find(await readUsage(counting, db.prefix, { workspaceId: QW, period: 'day', from: '2027-02-14', to: '2027-02-14' }), '2027-02-14', 'all')).toMatchObject({ requests: 20, chargeMicros: 100 });
+    expect(queries).toBe(1);
   });
 });
 

@@ -1,5 +1,6 @@
 /** The aggregator's arithmetic: rows summed per totals item, and batches cut to fit a transaction. */
-import { chunkRows, ITEMS_PER_ROW, sumRows, type UsageFacts } from '../../lambdas/aggregator/totals';
+import { chunkRows, ITEMS_PER_ROW, rollupShards, SPREAD_MIN_ROWS, sumRows, type UsageFacts } from '../../lambdas/aggregator/totals';
+import { ROLLUP_SHARDS } from '../../lambdas/store/rollups';
 
 const AT = Date.UTC(2026, 10, 30, 23, 59); // the last minute of November, UTC
 
@@ -71,5 +72,36 @@ describe('chunkRows', () => {
     expect(chunks.map((c) => c.length)).toEqual(lengths);
     for (const c of chunks) expect(size(c)).toBeLessThanOrEqual(100);
     expect(chunks.flat()).toEqual(input);
+  });
+});
+
+describe('rollupShards: which rollup shard a workspace\'s batch writes', () => {
+  const rowsOf = (ws: string, n: number, prefix = ws): UsageFacts[] => Array.from({ length: n }, (_, i) => facts({ workspaceId: ws, requestId: `${prefix}_${i}` }));
+  it.each<[string, UsageFacts[], string[]]>([
+    ['an empty batch', [], []],
+    ['a quiet workspace (a few rows)', rowsOf('ws_q', 3), []],
+    ['just under the spread threshold', rowsOf('ws_q', SPREAD_MIN_ROWS - 1), []],
+    ['a hot workspace beside a quiet one', [...rowsOf('ws_h', SPREAD_MIN_ROWS), ...rowsOf('ws_q', 10)], ['ws_h']],
+  ])('%s', (_name, rows, spreadable) => {
+    const out = rollupShards(rows);
+    for (const ws of out.keys()) expect(spreadable).toContain(ws);
+    for (const shard of out.values()) expect(shard).toBeGreaterThan(0);
+    for (const shard of out.values()) expect(shard).toBeLessThan(ROLLUP_SHARDS);
+  });
+
+  it('picks the same shard for the same batch, and spreads many batches over every shard', () => {
+    const batch = rowsOf('ws_h', 80, 'b0');
+    expect(rollupShards(batch)).toEqual(rollupShards([...batch]));
+    const seen = new Set<number>();
+    for (let b = 0; b < 200; b += 1) seen.add(rollupShards(rowsOf('ws_h', 80, `b${b}`)).get('ws_h') ?? 0);
+    expect([...seen].sort()).toEqual(Array.from({ length: ROLLUP_SHARDS }, (_, i) => i));
+  });
+
+  it('puts a spread workspace\'s deltas on its shard and leaves the others on shard 0', () => {
+    const rows = [...rowsOf('ws_h', 2), ...rowsOf('ws_q', 1)];
+    const deltas = sumRows(rows, new Map([['ws_h', 5]]));
+    expect(deltas.filter((d) => d.workspaceId === 'ws_h').every((d) => d.shard === 5)).toBe(true);
+    expect(deltas.filter((d) => d.workspaceId === 'ws_q').every((d) => d.shard === undefined)).toBe(true);
+    expect(deltas.find((d) => d.workspaceId === 'ws_h' && d.period === 'day' && d.sk === 'ALL')).toMatchObject({ requests: 2 });
   });
 });

@@ -2,7 +2,8 @@
  * The store write map's arithmetic: DynamoDB's item sizes and write units, the index writes
  * derived from the table schema, and the ceilings drawn from a run's writes.
  */
-import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import { ROLLUP_SHARDS, rollupPk } from '../../lambdas/store/rollups';
+import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, rollupFamilies, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
 import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, keyPk, monthPk, slicePk, usagePk, windowKey } from '../../lambdas/store/keys';
 import type { TableSchema } from '../../lambdas/shared/schema';
 
@@ -264,5 +265,33 @@ describe('keyPartitions: a key\'s own partitions, as the store places them', () 
     const keyFamily = families.find((f) => f.partitions.includes(partitionText('ledger', 'pk', keyPk('ws_a', 'key_1'))));
     if (spread === 1) expect(keyFamily).toBeUndefined();
     else expect(keyFamily?.partitions).toHaveLength(spread);
+  });
+});
+
+describe('rollupFamilies: a hot workspace\'s rollup shards, from the store\'s own key functions', () => {
+  const pk = (v: string): string => partitionText('rollups', 'pk', v);
+  const periods = [
+    { period: 'day' as const, periodId: '2027-02-13' },
+    { period: 'month' as const, periodId: '2027-02' },
+  ];
+  it.each<[string, string[], number]>([
+    ['nothing written', [], 0],
+    ['a quiet workspace: shard 0 only', [pk(rollupPk('ws_a', 'day', '2027-02-13'))], 0],
+    ['a spread day', [pk(rollupPk('ws_a', 'day', '2027-02-13')), pk(rollupPk('ws_a', 'day', '2027-02-13', 3))], 1],
+    ['a spread day and month', [pk(rollupPk('ws_a', 'day', '2027-02-13', 1)), pk(rollupPk('ws_a', 'day', '2027-02-13', 3)), pk(rollupPk('ws_a', 'month', '2027-02', 2)), pk(rollupPk('ws_a', 'month', '2027-02'))], 2],
+  ])('%s', (_name, written, count) => {
+    const families = rollupFamilies([{ workspaceId: 'ws_a', slices: 1 }], periods, new Set(written));
+    expect(families).toHaveLength(count);
+    for (const f of families) expect(f.partitions).toHaveLength(ROLLUP_SHARDS);
+  });
+
+  it('models a spread day from its total over the shards', () => {
+    const written = Array.from({ length: 16 }, (_, b) => pk(rollupPk('ws_a', 'day', '2027-02-13', b % ROLLUP_SHARDS)));
+    const families = rollupFamilies([{ workspaceId: 'ws_a', slices: 1 }], periods, new Set(written));
+    // 16 batches of 50 rows, 7 day items each, 2 units each.
+    const writes: KeyWrite[] = written.flatMap((p) => Array.from({ length: 7 }, (_, i) => ({ source: 'aggregator', target: 'rollups', partition: p, item: `${p} sk=I${i}`, units: 2, workspaces: ['ws_a'] })));
+    const [top] = hottest(writes, 16 * 50, 'partition', false, families);
+    expect(top?.shards).toBe(ROLLUP_SHARDS);
+    expect(top?.unitsPerRequest).toBeCloseTo(0.28 / ROLLUP_SHARDS, 12);
   });
 });
