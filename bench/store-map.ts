@@ -124,6 +124,8 @@ export interface StoreMapResult {
   readonly storeMap: {
     /** The workspace ceilings with one slice (the five-key load), beside `modeledCeilings.workspaceRps` with many. */
     readonly oneSliceWorkspace: { readonly partitionRps: number | null; readonly itemRps: number | null };
+    /** One key of a one-slice workspace (its items on one partition), beside `modeledCeilings.keyRps` for a sliced one. */
+    readonly oneSliceKey: { readonly partitionRps: number | null; readonly itemRps: number | null };
     /** The sliced workspace's ceilings on what is not one API key's own (its slices, month shares, usage, rollups). */
     readonly slicedWorkspaceBeyondKeys: { readonly slices: number; readonly partitionRps: number | null; readonly itemRps: number | null };
     /** The sliced workspace's ceilings on the aggregator's rollup totals alone (sharded by batch). */
@@ -278,7 +280,10 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const [one] = await workspace(1);
     if (one === undefined) throw new Error('no key');
     const sliced = await workspace(5, SLICES);
-    log(`seeded ${many.length + 3} workspaces (one of them with ${SLICES} slices)`);
+    // One key alone in a sliced workspace: its own items spread over the key slices.
+    const [oneSliced] = await workspace(1, SLICES);
+    if (oneSliced === undefined) throw new Error('no key');
+    log(`seeded ${many.length + 4} workspaces (two of them with ${SLICES} slices)`);
     // The slice count each workspace of a load has, read back after it (growth could have raised it).
     const slicesOf = async (callers: readonly Caller[]): Promise<FamilyWorkspace[]> => {
       const ids = [...new Set(callers.map((c) => c.workspaceId))];
@@ -293,8 +298,8 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
     steps.push({ name: 'tap', run: () => tap.close() });
     // Raw partition key values of every key's own items (after `<table> pk=`).
-    tap.ownPartitions = new Set([...many, ...five, one, ...sliced].flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES).map((p) => p.slice(p.indexOf('=') + 1))));
-    tap.workspaces = [...new Set([...many, ...five, one, ...sliced].map((c) => c.workspaceId))];
+    tap.ownPartitions = new Set([...many, ...five, one, ...sliced, oneSliced].flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES).map((p) => p.slice(p.indexOf('=') + 1))));
+    tap.workspaces = [...new Set([...many, ...five, one, ...sliced, oneSliced].map((c) => c.workspaceId))];
     const gatewayEndpoint = await tap.listen('gateway');
     const aggregatorEndpoint = await tap.listen('aggregator');
 
@@ -365,7 +370,8 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const manyLoad = await runLoad('many workspaces', plan.concurrency, many, (i) => many[i % many.length] as Caller);
     const fiveLoad = await runLoad('one workspace, five keys, 1 slice', plan.concurrency, five, (i) => five[i % five.length] as Caller);
     const slicedLoad = await runLoad(`one workspace, five keys, ${SLICES} slices`, plan.concurrency, sliced, (i) => sliced[i % sliced.length] as Caller);
-    const oneLoad = await runLoad('one key', plan.concurrency / 4, [one], () => one);
+    const oneLoad = await runLoad('one key, 1 slice', plan.concurrency / 4, [one], () => one);
+    const oneSlicedLoad = await runLoad(`one key, ${SLICES} slices`, plan.concurrency / 4, [oneSliced], () => oneSliced);
 
     // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
     tap.mode = 'count';
@@ -409,15 +415,16 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
 
     const top = (keys: readonly HotKey[]): HotKey | undefined => keys[0];
     return {
-      modeledCeilings: { serviceRps: ceilingOf(manyLoad.sharedPartitions), workspaceRps: ceilingOf(slicedLoad.hottestPartitions), keyRps: ceilingOf(oneLoad.hottestPartitions) },
-      modeledItemCeilings: { serviceRps: ceilingOf(manyLoad.sharedItems), workspaceRps: ceilingOf(slicedLoad.hottestItems), keyRps: ceilingOf(oneLoad.hottestItems) },
+      modeledCeilings: { serviceRps: ceilingOf(manyLoad.sharedPartitions), workspaceRps: ceilingOf(slicedLoad.hottestPartitions), keyRps: ceilingOf(oneSlicedLoad.hottestPartitions) },
+      modeledItemCeilings: { serviceRps: ceilingOf(manyLoad.sharedItems), workspaceRps: ceilingOf(slicedLoad.hottestItems), keyRps: ceilingOf(oneSlicedLoad.hottestItems) },
       hottestKeys: {
         service: withTop(top(manyLoad.sharedPartitions), top(manyLoad.sharedItems)),
         workspace: withTop(top(slicedLoad.hottestPartitions), top(slicedLoad.hottestItems)),
-        key: withTop(top(oneLoad.hottestPartitions), top(oneLoad.hottestItems)),
+        key: withTop(top(oneSlicedLoad.hottestPartitions), top(oneSlicedLoad.hottestItems)),
       },
       storeMap: {
         oneSliceWorkspace: { partitionRps: ceilingOf(fiveLoad.hottestPartitions), itemRps: ceilingOf(fiveLoad.hottestItems) },
+        oneSliceKey: { partitionRps: ceilingOf(oneLoad.hottestPartitions), itemRps: ceilingOf(oneLoad.hottestItems) },
         slicedWorkspaceBeyondKeys: { slices: SLICES, partitionRps: ceilingOf(slicedLoad.beyondKeys.partitions), itemRps: ceilingOf(slicedLoad.beyondKeys.items) },
         slicedWorkspaceRollups: { partitionRps: ceilingOf(slicedLoad.rollups.partition === undefined ? [] : [slicedLoad.rollups.partition]), itemRps: ceilingOf(slicedLoad.rollups.item === undefined ? [] : [slicedLoad.rollups.item]) },
         loads,
@@ -451,7 +458,8 @@ export function renderStoreMap(r: StoreMapResult): string {
   lines.push(`                 partition ${rps(b.partitionRps).padEnd(16)} item ${rps(b.itemRps)}   (${b.slices} slices, not counting each key's own KEY#… items)`);
   lines.push(`                 partition ${rps(r.storeMap.slicedWorkspaceRollups.partitionRps).padEnd(16)} item ${rps(r.storeMap.slicedWorkspaceRollups.itemRps)}   (${b.slices} slices: the aggregator's rollups alone, ${ROLLUP_SHARDS} shards)`);
   lines.push(`                 partition ${rps(r.storeMap.oneSliceWorkspace.partitionRps).padEnd(16)} item ${rps(r.storeMap.oneSliceWorkspace.itemRps)}   (1 slice, five keys)`);
-  lines.push(`  one key        partition ${rps(c.keyRps).padEnd(16)} item ${rps(i.keyRps)}`);
+  lines.push(`  one key        partition ${rps(c.keyRps).padEnd(16)} item ${rps(i.keyRps)}   (${b.slices} slices: its items over the key slices)`);
+  lines.push(`                 partition ${rps(r.storeMap.oneSliceKey.partitionRps).padEnd(16)} item ${rps(r.storeMap.oneSliceKey.itemRps)}   (1 slice)`);
   const hot = (h: HotKey): string =>
     h.shards === undefined || h.observed === undefined
       ? `${h.key}  ${r3(h.unitsPerRequest)} u/req -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s  [${h.sources.join(', ')}; ${h.workspaces} ws]`
