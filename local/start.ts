@@ -98,7 +98,7 @@ function checkCancelled(): void {
 /** Stops everything started so far, once, then exits. */
 function shutdown(reason: string, code: number): Promise<never> {
   if (shuttingDown !== undefined) {
-    // A terminal's Ctrl-C reaches this process twice (directly and relayed by tsx): say nothing
+    // A terminal's Ctrl-C can reach this process twice (directly and relayed by npm): say nothing
     // unless a later signal shows someone waiting.
     if ((reason === 'SIGINT' || reason === 'SIGTERM') && Date.now() - shutdownStartedAt > 1_000) log('still stopping…');
     return shuttingDown;

@@ -28,7 +28,8 @@ function startLocal(home: string, port: number): Run {
   // A real provider's key (never used here): the simulator must still serve beside it.
   env.SLUICE_PROVIDER_KEY_OPENAI = 'sk-test-never-sent';
   // Its own process group, so the test can send Ctrl-C the way a terminal does.
-  const child = spawn(join(REPO, 'node_modules', '.bin', 'tsx'), ['local/start.ts'], {
+  // As `npm start` runs it: node with tsx's loader, no wrapper process between the signal and it.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'local/start.ts'], {
     cwd: REPO,
     env,
     detached: true,
