@@ -9,8 +9,7 @@ import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
-import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
-import type { HoldRecord } from '../../lambdas/shared/records';
+import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import { DynamoLedger, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { KEY_SLICES, keySliceOf } from '../../lambdas/core/key-slices';
 import { windowKeys } from '../../lambdas/core/windows';
@@ -18,7 +17,7 @@ import { keySlicePk, shardOf } from '../../lambdas/store/keys';
 import { DeleteCommand, GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
-import { testDate } from '../support/clock';
+import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
 
 let tables: TestTables;
 let wire: DynamoWire;
@@ -39,32 +38,7 @@ afterAll(() => {
 
 jest.setTimeout(180_000);
 
-/** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
-const NOW = testDate(10, 22, 12, 0, 0);
-const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
-let seq = 0;
-
-function request(workspaceId: string, amountMicros: number, over: Partial<AdmitRequest> = {}): AdmitRequest {
-  seq += 1;
-  return {
-    holdId: `req_k${seq}_${Math.random().toString(36).slice(2)}`,
-    workspaceId,
-    keyId: 'key_a',
-    family: 'chat_completions',
-    requestedModel: 'local/sim-small',
-    amountMicros,
-    inputMicros: Math.floor(amountMicros / 4),
-    byok: false,
-    limits: OPEN,
-    now: NOW,
-    expiresAt: NOW + 600_000,
-    ...over,
-  };
-}
-
-function settlement(chargeMicros: number, now = NOW + 1000): Settlement {
-  return { counts: { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1, reasoningTokens: 0 }, chargeMicros, stream: false, status: 200, outcome: 'ok', attempts: 1, now };
-}
+const request = requestsTagged('k');
 
 /** A workspace with `creditMinor` of credit and `slices` ledger slices. */
 async function workspace(creditMinor: number, slices: number): Promise<string> {
@@ -81,18 +55,6 @@ async function expectSettledInvariant(workspaceId: string, creditedMicros: numbe
   expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
   expect(b.heldMicros).toBe(0);
 }
-
-async function admitAll(ledger: DynamoLedger, requests: AdmitRequest[]): Promise<{ admitted: HoldRecord[]; refused: string[] }> {
-  const outcomes = await Promise.all(requests.map((r) => ledger.admit(r)));
-  const admitted: HoldRecord[] = [];
-  const refused: string[] = [];
-  for (const o of outcomes) {
-    if (o.admitted) admitted.push(o.hold);
-    else refused.push(o.refusal.kind);
-  }
-  return { admitted, refused };
-}
-
 
 /** The key's real totals over its key slices, read item by item after the load (nothing is moving). */
 async function keyTotalsOf(ws: string, keyId: string, sk: string, used: string, given: string): Promise<{ used: number; slicesWritten: number }> {

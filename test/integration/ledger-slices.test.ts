@@ -9,13 +9,13 @@ import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
-import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
+import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { sweep } from '../../lambdas/sweeper/sweep';
 import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
-import { testDate } from '../support/clock';
+import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
 
 
 let tables: TestTables;
@@ -37,32 +37,7 @@ afterAll(() => {
 
 jest.setTimeout(180_000);
 
-/** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
-const NOW = testDate(10, 22, 12, 0, 0);
-const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
-let seq = 0;
-
-function request(workspaceId: string, amountMicros: number, over: Partial<AdmitRequest> = {}): AdmitRequest {
-  seq += 1;
-  return {
-    holdId: `req_s${seq}_${Math.random().toString(36).slice(2)}`,
-    workspaceId,
-    keyId: 'key_a',
-    family: 'chat_completions',
-    requestedModel: 'local/sim-small',
-    amountMicros,
-    inputMicros: Math.floor(amountMicros / 4),
-    byok: false,
-    limits: OPEN,
-    now: NOW,
-    expiresAt: NOW + 600_000,
-    ...over,
-  };
-}
-
-function settlement(chargeMicros: number, now = NOW + 1000): Settlement {
-  return { counts: { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1, reasoningTokens: 0 }, chargeMicros, stream: false, status: 200, outcome: 'ok', attempts: 1, now };
-}
+const request = requestsTagged('s');
 
 /** A workspace with `creditMinor` of credit and `slices` ledger slices. */
 async function workspace(creditMinor: number, slices: number): Promise<string> {
@@ -78,17 +53,6 @@ async function expectSettledInvariant(workspaceId: string, creditedMicros: numbe
   expect(b.creditedMicros).toBe(creditedMicros);
   expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
   expect(b.heldMicros).toBe(0);
-}
-
-async function admitAll(ledger: DynamoLedger, requests: AdmitRequest[]): Promise<{ admitted: HoldRecord[]; refused: string[] }> {
-  const outcomes = await Promise.all(requests.map((r) => ledger.admit(r)));
-  const admitted: HoldRecord[] = [];
-  const refused: string[] = [];
-  for (const o of outcomes) {
-    if (o.admitted) admitted.push(o.hold);
-    else refused.push(o.refusal.kind);
-  }
-  return { admitted, refused };
 }
 
 describe('a workspace over several slices', () => {
