@@ -16,6 +16,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TABLES, type TableName, type TableSchema } from '../lambdas/shared/schema';
+import { cancelledForConflict, writeConflict, type ItemLocks } from './dynamo-conflicts';
 import { itemSize, writeUnits, type ItemWrite, type WireItem } from './store-map-model';
 
 /** What the tap does with the calls it passes on. */
@@ -28,16 +29,11 @@ export interface CallCounts {
   /** Transactions cancelled, and of those, cancelled by a `TransactionConflict`, per source. */
   readonly cancelled: Record<string, number>;
   readonly conflicts: Record<string, number>;
-  /**
-   * Transactions sent while another transaction, not yet answered, held one of their items: on
-   * DynamoDB one of the two is cancelled (`TransactionConflict`). DynamoDB Local never cancels.
-   */
-  readonly overlaps: Record<string, number>;
-  /**
-   * Of `overlaps`, those that met the other transaction on an item outside `WriteTap.ownPartitions`
-   * (an API key's own items): a conflict on what the workspace's requests share, its slices.
-   */
-  readonly sharedOverlaps: Record<string, number>;
+  /** With conflicts on: TransactGetItems cancelled for a conflict, and single-item writes refused (`TransactionConflictException`). */
+  readonly conflictedReads: Record<string, number>;
+  readonly conflictedWrites: Record<string, number>;
+  /** With conflicts on: the items each refusal met, by source, operation and key family (`ledger WS#…/BALANCE`). */
+  readonly conflictItems: Record<string, number>;
   /** Other failed calls, by error type. */
   readonly errors: Record<string, number>;
   /** Write calls whose reported capacity (per table) equalled the tap's own figure, and did not. */
@@ -49,6 +45,7 @@ export interface CallCounts {
 
 type Json = Record<string, unknown>;
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteItems', 'BatchWriteItem']);
+const SINGLE_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
 
 interface PendingItem {
   readonly op: ItemWrite['op'];
@@ -69,8 +66,8 @@ export class WriteTap {
   mode: TapMode = 'count';
   /** Workspace ids to attribute writes to (found in a write's key, item or values, else its call's). */
   workspaces: readonly string[] = [];
-  /** Partition key values whose items belong to one API key (`KEY#<ws>#<key>`), for `sharedOverlaps`. */
-  ownPartitions: ReadonlySet<string> = new Set();
+  /** DynamoDB's transaction conflicts, when set (`dynamo-conflicts.ts`); DynamoDB Local alone has none. */
+  locks: ItemLocks | undefined;
   private writes: ItemWrite[] = [];
   private counts = WriteTap.emptyCounts();
   /** Last image of every item the tap saw written (or read), by table and key. */
@@ -79,8 +76,6 @@ export class WriteTap {
   private readonly upstream: URL;
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
   private readonly byName = new Map<string, TableSchema>();
-  /** The items of every transaction sent and not yet answered. */
-  private readonly inflight = new Set<Set<string>>();
 
   /**
    * @param endpoint DynamoDB Local's endpoint
@@ -92,7 +87,7 @@ export class WriteTap {
   }
 
   private static emptyCounts(): CallCounts {
-    return { calls: {}, cancelled: {}, conflicts: {}, overlaps: {}, sharedOverlaps: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
+    return { calls: {}, cancelled: {}, conflicts: {}, conflictedReads: {}, conflictedWrites: {}, conflictItems: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
   }
 
   /** Starts a listener for one source (`gateway`, `aggregator`); resolves to the endpoint to give it. */
@@ -157,29 +152,34 @@ export class WriteTap {
       if (input.ReturnConsumedCapacity === undefined) sent = Buffer.from(JSON.stringify({ ...input, ReturnConsumedCapacity: 'INDEXES' }), 'utf8');
     }
     // DynamoDB Local runs transactions one at a time and never cancels one for a conflict; real
-    // DynamoDB cancels a transaction that meets another in flight on the same item. So the tap
-    // counts the transactions that were sent while another, still unanswered, held one of their items.
-    let held: Set<string> | undefined;
-    if (op === 'TransactWriteItems') {
-      const items = this.itemsOf(op, input ?? (JSON.parse(body.toString('utf8')) as Json));
-      held = new Set(items.map((p) => this.id(p)));
-      const shared = items.filter((p) => !this.ownPartitions.has(String(p.key[p.schema.partitionKey.name]?.S ?? ''))).map((p) => this.id(p));
-      let overlapped = false;
-      let sharedOverlap = false;
-      for (const other of this.inflight) {
-        if (!overlapped && [...held].some((id) => other.has(id))) overlapped = true;
-        if (!sharedOverlap && shared.some((id) => other.has(id))) sharedOverlap = true;
-        if (overlapped && sharedOverlap) break;
+    // DynamoDB does. With `conflictWindowMs` set, the tap cancels as DynamoDB would
+    // (`dynamo-conflicts.ts`), so the gateway meets its conflicts and answers them as it would there.
+    let release: (() => void) | undefined;
+    if (this.locks !== undefined && (op === 'TransactWriteItems' || op === 'TransactGetItems' || SINGLE_WRITES.has(op))) {
+      const parsed = input ?? (JSON.parse(body.toString('utf8')) as Json);
+      const items = op === 'TransactGetItems' ? this.getsOf(parsed) : this.itemsOf(op, parsed);
+      const ids = items.map((p) => this.id(p));
+      const passage = op === 'TransactWriteItems' ? this.locks.transactWrite(ids) : op === 'TransactGetItems' ? this.locks.transactGet(ids) : this.locks.singleWrite(ids[0] ?? '');
+      if (!passage.passed) {
+        for (const i of passage.conflicts) {
+          const p = items[i];
+          if (p !== undefined) inc(this.counts.conflictItems, `${source} ${op} ${family(p)}`);
+        }
+        const reply = op === 'TransactWriteItems' || op === 'TransactGetItems' ? cancelledForConflict(ids.length, passage.conflicts) : writeConflict();
+        if (op === 'TransactWriteItems') {
+          inc(this.counts.conflicts, source);
+          inc(this.counts.cancelled, source);
+        } else if (op === 'TransactGetItems') inc(this.counts.conflictedReads, source);
+        else inc(this.counts.conflictedWrites, source);
+        return { status: 400, contentType: 'application/x-amz-json-1.0', body: Buffer.from(JSON.stringify(reply), 'utf8') };
       }
-      if (overlapped) inc(this.counts.overlaps, source);
-      if (sharedOverlap) inc(this.counts.sharedOverlaps, source);
-      this.inflight.add(held);
+      release = passage.release;
     }
     let reply: { status: number; contentType: string; body: Buffer };
     try {
       reply = await this.post(headers, sent);
     } finally {
-      if (held !== undefined) this.inflight.delete(held);
+      release?.();
     }
     if (reply.status === 200) inc(this.counts.calls, `${source} ${op}`);
     else this.countFailure(source, op, reply.body);
@@ -230,6 +230,18 @@ export class WriteTap {
           if (r.DeleteRequest !== undefined) add('Delete', { TableName: table, ...(r.DeleteRequest as Json) });
         }
       }
+    }
+    return out;
+  }
+
+  /** The items a TransactGetItems reads, in order. */
+  private getsOf(input: Json): PendingItem[] {
+    const out: PendingItem[] = [];
+    for (const t of (input.TransactItems ?? []) as Json[]) {
+      const get = (t.Get ?? {}) as Json;
+      const tableName = String(get.TableName ?? '');
+      const schema = this.byName.get(tableName);
+      if (schema !== undefined) out.push({ op: 'ConditionCheck', tableName, schema, key: (get.Key ?? {}) as WireItem, entry: get });
     }
     return out;
   }
@@ -325,6 +337,17 @@ export class WriteTap {
       req.end(body);
     });
   }
+}
+
+/** An item's key family: its table and the leading part of each key attribute (`ledger WS#…/BALANCE`). */
+function family(p: Pick<PendingItem, 'schema' | 'key'>): string {
+  const part = (a: { name: string } | undefined): string | undefined => {
+    if (a === undefined) return undefined;
+    const v = String(p.key[a.name]?.S ?? p.key[a.name]?.N ?? '');
+    const head = v.split('#')[0] ?? '';
+    return head === v ? v.replace(/[0-9a-f-]{8,}/gi, '…') : `${head}#…`;
+  };
+  return [p.schema.name, [part(p.schema.partitionKey), part(p.schema.sortKey)].filter((x) => x !== undefined).join('/')].join(' ');
 }
 
 /** The primary key attributes of an item, by the table's schema. */

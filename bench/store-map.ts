@@ -12,7 +12,7 @@
  * pointed at a recording tap (`store-map-tap.ts`); the aggregator is the real `aggregate` fed by
  * the local stream poller, drained after each load, so its writes count against that load.
  *
- *   npx tsx bench/store-map.ts [--quick]        on its own
+ *   npx tsx bench/store-map.ts [--quick] [--conflicts-only] [--conflict-window-ms=10]   on its own
  *   npm run bench -- --store-map-only [--quick]
  *
  * Output: a table on stderr/stdout, and `storeMap`, `modeledCeilings` and `hottestKeys` merged
@@ -37,6 +37,7 @@ import { GatewayProcess, startSimulatorProcess } from './processes';
 import { dayId, monthId } from '../lambdas/core/windows';
 import { ROLLUP_SHARDS } from '../lambdas/store/rollups';
 import { ceilingOf, hottest, keyPartitions, keyWrites, rollupFamilies, storeFamilies, type FamilyWorkspace, type RollupPeriodId, type HotKey, type ItemWrite, type KeyFamily, type KeyWrite } from './store-map-model';
+import { ItemLocks } from './dynamo-conflicts';
 import { WriteTap, type CallCounts } from './store-map-tap';
 
 /** How big each part is. */
@@ -50,13 +51,20 @@ interface MapPlan {
   /** Length of each throughput slice, and slices per side. */
   readonly sliceMs: number;
   readonly rounds: number;
+  /** Length of the run of a workspace that grows from one slice. */
+  readonly growMs: number;
 }
 
-const FULL: MapPlan = { workspaces: 64, requests: 640, concurrency: 64, sliceMs: 5_000, rounds: 2 };
-const QUICK: MapPlan = { workspaces: 64, requests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1 };
+const FULL: MapPlan = { workspaces: 64, requests: 640, concurrency: 64, sliceMs: 5_000, rounds: 2, growMs: 60_000 };
+const QUICK: MapPlan = { workspaces: 64, requests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1, growMs: 30_000 };
 /** The sliced workspace's slice count: the store's most. It has five keys, SPEC's most, like the one-slice workspace. */
 const SLICES = MAX_SLICES;
 const TABLE_PREFIX = 'map-';
+/**
+ * How long a write holds its items in the conflict model: a transaction's own time in DynamoDB,
+ * of the order of its latency in the same Region (single-digit to low tens of milliseconds).
+ */
+const CONFLICT_WINDOW_MS = 10;
 const WATCHDOG_MS = 6 * 60_000;
 const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
 
@@ -93,23 +101,31 @@ export interface LoadMap {
   readonly rollups: { readonly partition?: HotKey; readonly item?: HotKey };
 }
 
-/** Throughput of one side of the conflict comparison. */
+/** One side of the conflict comparison, run through the tap with DynamoDB's conflicts on. */
 export interface ConflictSide {
   readonly name: string;
   readonly rps: number;
   readonly ok: number;
   readonly failed: number;
-  /** Gateway transactions cancelled by `TransactionConflict`, per admitted request (DynamoDB Local: always 0). */
+  /** Gateway TransactWriteItems cancelled for a conflict, per admitted request (admission, settlement, moves). */
   readonly conflictsPerAdmission: number;
-  /**
-   * Gateway transactions sent while another unanswered one held one of their items, per admitted
-   * request: what DynamoDB would cancel as conflicts (see `CallCounts.overlaps`).
-   */
-  readonly overlapsPerAdmission: number;
-  /** Of those, overlapping on an item that is not one API key's own (a slice, a month share): what slices divide. */
-  readonly sharedOverlapsPerAdmission: number;
-  /** Gateway transactions per admitted request (retries included). */
+  /** TransactGetItems (the ledger's snapshots) cancelled, and single-item writes refused, per admitted request. */
+  readonly conflictedReadsPerAdmission: number;
+  readonly conflictedWritesPerAdmission: number;
+  /** Gateway transactions per admitted request (retries and moves included). */
   readonly transactionsPerRequest: number;
+  /** Where the conflicts were met: `<operation> <key family>` and the count. */
+  readonly conflictItems: Readonly<Record<string, number>>;
+  /** The slice count at the end. */
+  readonly slices: number;
+}
+
+/** The growing workspace, second by second: what it admitted, the conflicts met, its slice count. */
+export interface GrowthPoint {
+  readonly atSeconds: number;
+  readonly admitted: number;
+  readonly conflicts: number;
+  readonly slices: number;
 }
 
 /** What the store map writes to bench.json. */
@@ -131,7 +147,11 @@ export interface StoreMapResult {
     /** The sliced workspace's ceilings on the aggregator's rollup totals alone (sharded by batch). */
     readonly slicedWorkspaceRollups: { readonly partitionRps: number | null; readonly itemRps: number | null };
     readonly loads: readonly LoadMap[];
+    /** DynamoDB's conflicts modelled at the tap (`dynamo-conflicts.ts`): a write holds its items this long at most. */
+    readonly conflictWindowMs: number;
     readonly conflicts: readonly ConflictSide[];
+    /** One workspace, five keys, from one slice with automatic growth: per-second figures. */
+    readonly growth: readonly GrowthPoint[];
     /** Write calls whose per-table capacity, as DynamoDB Local reported it, equalled the tap's figure. */
     readonly reportedCapacity: { readonly agrees: number; readonly differs: number; readonly differences: readonly string[] };
     readonly aggregatorBatchSize: number;
@@ -225,8 +245,10 @@ function mapLoad(name: string, concurrency: number, run: { ok: number; failed: n
 }
 
 /** Runs the whole store map; see the module comment. */
-export async function runStoreMap(options: { readonly quick: boolean }): Promise<StoreMapResult> {
-  const plan = options.quick ? QUICK : FULL;
+export async function runStoreMap(options: { readonly quick: boolean; readonly conflictsOnly?: boolean; readonly conflictWindowMs?: number }): Promise<StoreMapResult> {
+  // Conflicts only: the map's loads run no request (their tables come out empty).
+  const plan = { ...(options.quick ? QUICK : FULL), ...(options.conflictsOnly === true ? { requests: 0 } : {}) };
+  const windowMs = options.conflictWindowMs ?? CONFLICT_WINDOW_MS;
   const started = performance.now();
   const steps: { name: string; run: () => Promise<void> }[] = [];
   const cleanup = async (): Promise<void> => {
@@ -298,7 +320,6 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const tap = new WriteTap(db.endpoint, TABLE_PREFIX);
     steps.push({ name: 'tap', run: () => tap.close() });
     // Raw partition key values of every key's own items (after `<table> pk=`).
-    tap.ownPartitions = new Set([...many, ...five, one, ...sliced, oneSliced].flatMap((c) => keyPartitions(c.workspaceId, c.keyId, MAX_SLICES).map((p) => p.slice(p.indexOf('=') + 1))));
     tap.workspaces = [...new Set([...many, ...five, one, ...sliced, oneSliced].map((c) => c.workspaceId))];
     const gatewayEndpoint = await tap.listen('gateway');
     const aggregatorEndpoint = await tap.listen('aggregator');
@@ -373,45 +394,80 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
     const oneLoad = await runLoad('one key, 1 slice', plan.concurrency / 4, [one], () => one);
     const oneSlicedLoad = await runLoad(`one key, ${SLICES} slices`, plan.concurrency / 4, [oneSliced], () => oneSliced);
 
-    // --- Conflicts and throughput: one workspace at concurrency 64 against 64 workspaces -------
+    // --- Conflicts, as DynamoDB would cancel them: one workspace at concurrency 64 ---------------
+    // DynamoDB Local never cancels a transaction for a conflict; the tap now does, by DynamoDB's
+    // rules (`dynamo-conflicts.ts`), so the gateway meets and answers them as it would there.
     tap.mode = 'count';
-    const sides = new Map<string, { ok: number; failed: number; ms: number; conflicts: number; overlaps: number; sharedOverlaps: number; transactions: number }>();
-    const picks: readonly (readonly [string, (w: number) => Caller])[] = [
-      ['64 workspaces', (w) => many[w % many.length] as Caller],
-      ['one workspace, five keys, 1 slice', (w) => five[w % five.length] as Caller],
-      [`one workspace, five keys, ${SLICES} slices`, (w) => sliced[w % sliced.length] as Caller],
+    tap.locks = new ItemLocks(windowMs);
+    const sides = new Map<string, { ok: number; failed: number; ms: number; counts: CallCounts[]; slices: number }>();
+    const picks: readonly (readonly [string, readonly Caller[]])[] = [
+      ['64 workspaces', many],
+      ['one workspace, five keys, 1 slice', five],
+      [`one workspace, five keys, ${SLICES} slices`, sliced],
     ];
     for (let round = 0; round < plan.rounds; round += 1) {
       // Alternating which side goes first, so neither always meets the machine as the other left it.
-      for (const [name, pick] of round % 2 === 0 ? picks : [...picks].reverse()) {
-        log(`throughput: ${name}, concurrency ${plan.concurrency}, ${plan.sliceMs} ms`);
+      for (const [name, callers] of round % 2 === 0 ? picks : [...picks].reverse()) {
+        log(`conflicts: ${name}, concurrency ${plan.concurrency}, ${plan.sliceMs} ms`);
         tap.take();
-        const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${pick(w).rawKey}` }));
+        const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${(callers[w % callers.length] as Caller).rawKey}` }));
         await gw.idle(60_000);
-        const { counts } = tap.take();
-        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, conflicts: 0, overlaps: 0, sharedOverlaps: 0, transactions: 0 };
-        sides.set(name, {
-          ok: s.ok + run.ok,
-          failed: s.failed + run.failed,
-          ms: s.ms + run.elapsedMs,
-          conflicts: s.conflicts + (counts.conflicts.gateway ?? 0),
-          overlaps: s.overlaps + (counts.overlaps.gateway ?? 0),
-          sharedOverlaps: s.sharedOverlaps + (counts.sharedOverlaps.gateway ?? 0),
-          transactions: s.transactions + (counts.calls['gateway TransactWriteItems'] ?? 0) + (counts.cancelled.gateway ?? 0),
-        });
+        const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, counts: [], slices: 1 };
+        const slices = Math.max(...(await slicesOf(callers)).map((w) => w.slices));
+        sides.set(name, { ok: s.ok + run.ok, failed: s.failed + run.failed, ms: s.ms + run.elapsedMs, counts: [...s.counts, tap.take().counts], slices });
+        if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
       }
     }
+    // A fresh workspace from one slice, its count left to grow from the conflicts it meets.
+    const grower = await workspace(5);
+    log(`conflicts: one workspace, five keys, from 1 slice with automatic growth, ${plan.growMs} ms`);
+    tap.take();
+    const growth: GrowthPoint[] = [];
+    let admitted = 0;
+    let conflictsSoFar = 0;
+    const growStart = performance.now();
+    const growCounts: CallCounts[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        await new Promise((r) => setTimeout(r, 1000));
+        const counts = tap.take().counts;
+        growCounts.push(counts);
+        conflictsSoFar += counts.conflicts.gateway ?? 0;
+        const slices = (await slicesOf(grower))[0]?.slices ?? 1;
+        growth.push({ atSeconds: Math.round((performance.now() - growStart) / 100) / 10, admitted, conflicts: conflictsSoFar, slices });
+      }
+    })();
+    const growRun = await closedLoop(plan.concurrency, plan.growMs, async (w) => {
+      const t = await post(target, BODY, { authorization: `Bearer ${(grower[w % grower.length] as Caller).rawKey}` });
+      if (t.status === 200) admitted += 1;
+      return t;
+    });
+    sampling = false;
+    await sampler;
+    await gw.idle(60_000);
+    growCounts.push(tap.take().counts);
+    sides.set('one workspace, five keys, from 1 slice, growing', { ok: growRun.ok, failed: growRun.failed, ms: growRun.elapsedMs, counts: growCounts, slices: (await slicesOf(grower))[0]?.slices ?? 1 });
+    tap.locks = undefined;
     await poller.drain();
-    const conflicts: ConflictSide[] = [...sides].map(([name, s]) => ({
-      name,
-      rps: (s.ok * 1000) / Math.max(1, s.ms),
-      ok: s.ok,
-      failed: s.failed,
-      conflictsPerAdmission: s.conflicts / Math.max(1, s.ok),
-      overlapsPerAdmission: s.overlaps / Math.max(1, s.ok),
-      sharedOverlapsPerAdmission: s.sharedOverlaps / Math.max(1, s.ok),
-      transactionsPerRequest: s.transactions / Math.max(1, s.ok),
-    }));
+    const conflicts: ConflictSide[] = [...sides].map(([name, s]) => {
+      const total = (pick: (c: CallCounts) => Readonly<Record<string, number>>, key = 'gateway'): number => s.counts.reduce((a, c) => a + (pick(c)[key] ?? 0), 0);
+      const items: Record<string, number> = {};
+      for (const c of s.counts) for (const [k, v] of Object.entries(c.conflictItems)) if (k.startsWith('gateway ')) items[k.slice('gateway '.length)] = (items[k.slice('gateway '.length)] ?? 0) + v;
+      const ok = Math.max(1, s.ok);
+      return {
+        name,
+        rps: (s.ok * 1000) / Math.max(1, s.ms),
+        ok: s.ok,
+        failed: s.failed,
+        conflictsPerAdmission: total((c) => c.conflicts) / ok,
+        conflictedReadsPerAdmission: total((c) => c.conflictedReads) / ok,
+        conflictedWritesPerAdmission: total((c) => c.conflictedWrites) / ok,
+        transactionsPerRequest: (total((c) => c.calls, 'gateway TransactWriteItems') + total((c) => c.cancelled)) / ok,
+        conflictItems: Object.fromEntries(Object.entries(items).sort((x, y) => y[1] - x[1]).slice(0, 6)),
+        slices: s.slices,
+      };
+    });
 
     const top = (keys: readonly HotKey[]): HotKey | undefined => keys[0];
     return {
@@ -428,7 +484,7 @@ export async function runStoreMap(options: { readonly quick: boolean }): Promise
         slicedWorkspaceBeyondKeys: { slices: SLICES, partitionRps: ceilingOf(slicedLoad.beyondKeys.partitions), itemRps: ceilingOf(slicedLoad.beyondKeys.items) },
         slicedWorkspaceRollups: { partitionRps: ceilingOf(slicedLoad.rollups.partition === undefined ? [] : [slicedLoad.rollups.partition]), itemRps: ceilingOf(slicedLoad.rollups.item === undefined ? [] : [slicedLoad.rollups.item]) },
         loads,
-        conflicts, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
+        conflictWindowMs: windowMs, conflicts, growth, reportedCapacity: reported, aggregatorBatchSize, elapsedSeconds: (performance.now() - started) / 1000 },
     };
   } finally {
     clearTimeout(watchdog);
@@ -489,12 +545,25 @@ export function renderStoreMap(r: StoreMapResult): string {
     }
   }
   lines.push('');
-  lines.push('locally, concurrency 64: throughput and conflicts (gateway transactions through the tap; DynamoDB Local never');
-  lines.push('  cancels for a conflict, so "overlapping" counts transactions sent while another unanswered one held one of their items)');
+  lines.push('');
+  lines.push(`locally, concurrency 64: conflicts as DynamoDB would cancel them (the tap cancels a write meeting another ongoing one;`);
+  lines.push(`  a write holds its items until its reply or ${r.storeMap.conflictWindowMs} ms, whichever is first; per admitted request)`);
   for (const s of r.storeMap.conflicts) {
-    lines.push(`  ${s.name.padEnd(36)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed); conflicts per admission ${r1(s.conflictsPerAdmission)} reported, ${r1(s.overlapsPerAdmission)} overlapping on an item (${r1(s.sharedOverlapsPerAdmission)} on one that is not a key's own); transactions per request ${r1(s.transactionsPerRequest)}`);
+    lines.push(`  ${s.name.padEnd(48)} ${r1(s.rps)} req/s (${s.ok} ok, ${s.failed} failed; ${s.slices} slice${s.slices === 1 ? '' : 's'} at the end)`);
+    lines.push(`    transactions cancelled ${r3(s.conflictsPerAdmission)}, snapshots cancelled ${r3(s.conflictedReadsPerAdmission)}, single writes refused ${r3(s.conflictedWritesPerAdmission)}; transactions per request ${r1(s.transactionsPerRequest)}`);
+    const met = Object.entries(s.conflictItems);
+    if (met.length > 0) lines.push(`    met on: ${met.map(([k, v]) => `${k} ${v}`).join('; ')}`);
   }
-  lines.push('  before the store redesign (docs/bench.md): overlapping 2.0 per admission for one workspace, 0.94 for 64 workspaces');
+  if (r.storeMap.growth.length > 0) {
+    lines.push('  the growing workspace, every 5 s: seconds, admitted, conflicts per admission in those 5 s, slice count');
+    let last = { admitted: 0, conflicts: 0 };
+    r.storeMap.growth.forEach((g, i) => {
+      if ((i + 1) % 5 !== 0 && i !== r.storeMap.growth.length - 1) return;
+      const n = g.admitted - last.admitted;
+      lines.push(`    ${String(g.atSeconds).padStart(5)} s  ${String(g.admitted).padStart(6)}  ${n > 0 ? r3((g.conflicts - last.conflicts) / n) : '-'}  ${g.slices}`);
+      last = g;
+    });
+  }
   lines.push(`reported capacity (DynamoDB Local) equal to the computed figure on ${r.storeMap.reportedCapacity.agrees} of ${r.storeMap.reportedCapacity.agrees + r.storeMap.reportedCapacity.differs} write calls`);
   for (const d of r.storeMap.reportedCapacity.differences) lines.push(`  differs: ${d}`);
   return lines.join('\n');
@@ -520,9 +589,14 @@ export function writeStoreMap(r: StoreMapResult, outDir = path.join(REPO_ROOT, '
 /** `npm run bench -- --store-map-only` and `npx tsx bench/store-map.ts`: run, print, merge into bench.json. */
 export async function storeMapMain(argv: readonly string[]): Promise<void> {
   const quick = argv.includes('--quick');
-  const result = await runStoreMap({ quick });
+  const conflictsOnly = argv.includes('--conflicts-only');
+  const windowArg = argv.find((a) => a.startsWith('--conflict-window-ms='));
+  const conflictWindowMs = windowArg === undefined ? undefined : Number(windowArg.slice(windowArg.indexOf('=') + 1));
+  if (conflictWindowMs !== undefined && !(conflictWindowMs > 0)) throw new Error('--conflict-window-ms=N needs a positive number of milliseconds');
+  const result = await runStoreMap({ quick, conflictsOnly, ...(conflictWindowMs === undefined ? {} : { conflictWindowMs }) });
   process.stdout.write(`${renderStoreMap(result)}\n`);
-  log(`merged into ${path.relative(process.cwd(), writeStoreMap(result))}`);
+  // A conflicts-only run has no map: bench.json keeps the last full one.
+  if (!conflictsOnly) log(`merged into ${path.relative(process.cwd(), writeStoreMap(result))}`);
 }
 
 if (require.main === module) {
