@@ -56,8 +56,8 @@ const WINDOW_RETENTION_S = 400 * DAY_S;
 /** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
 const HOLD_RETENTION_S = 7 * DAY_S;
 const MAX_ATTEMPTS = 30;
-/** Attempts of a read the store cancelled for a conflict or left unprocessed. */
-const READ_ATTEMPTS = 10;
+/** Attempts of a read the store cancelled for a conflict or left unprocessed (about 3 s of pauses). */
+const READ_ATTEMPTS = 20;
 /** How often one process re-reads a workspace's slice 0 (slice count) and tidies the slice it settled on. */
 const MAINTAIN_INTERVAL_MS = 30_000;
 /** Admissions per workspace over which the conflict rate is judged for growing the slice count. */
@@ -319,8 +319,9 @@ export class DynamoLedger implements Ledger {
       let snapshot = await this.snapshot(request.workspaceId, memo, request);
       if (refusalFor(snapshot, ask) !== undefined) {
         // Read item by item, a sum can miss what a move carried between two reads: only a
-        // consistent read of every slice decides a refusal.
-        snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'whole');
+        // consistent read of every slice decides a refusal. A workspace that never had a second
+        // slice keeps each quantity on one item, and one strongly consistent item read is exact.
+        if (snapshot.slices.length > 1) snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'whole');
         const refusal = refusalFor(snapshot, ask);
         if (refusal !== undefined) return { admitted: false, refusal };
       }
@@ -434,7 +435,8 @@ export class DynamoLedger implements Ledger {
           return (out.Responses ?? []).map((r) => r.Item as Item | undefined);
         } catch (err) {
           // Cancelled because an item is in an ongoing write: read again once it is done.
-          if (!isCancelled(err) || !onlyConflicts(err) || attempt >= READ_ATTEMPTS) throw err;
+          if (!isCancelled(err) || !onlyConflicts(err)) throw err;
+          if (attempt >= READ_ATTEMPTS) throw new LedgerContentionError('the consistent read of the ledger was cancelled by conflicts after repeated attempts');
           this.onConflict();
           await pause(attempt);
         }
@@ -807,8 +809,8 @@ export class DynamoLedger implements Ledger {
     const ask: AdmissionAsk = { needMicros: extraMicros, limits: unbounded, byok: false, hasMember: hold.memberId !== undefined, now };
     let snapshot = await this.snapshot(hold.workspaceId, memo, request);
     if (refusalFor(snapshot, ask) !== undefined) {
-      // As for an admission: refused only on a consistent read of every slice.
-      snapshot = await this.snapshot(hold.workspaceId, memo, request, undefined, 'whole');
+      // As for an admission: refused only on a consistent read of every slice (one slice: its items).
+      if (snapshot.slices.length > 1) snapshot = await this.snapshot(hold.workspaceId, memo, request, undefined, 'whole');
       if (refusalFor(snapshot, ask) !== undefined) return false;
     }
     // Money and month headroom only: the spend-rate headroom stays where it is.

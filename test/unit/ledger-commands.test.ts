@@ -11,7 +11,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
-import { expiryShard, usagePk } from '../../lambdas/store/keys';
+import { expiryShard, sliceKey, usagePk } from '../../lambdas/store/keys';
 
 const ddb = mockClient(DynamoDBDocumentClient);
 const doc = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'y' } }));
@@ -208,8 +208,11 @@ describe('admit: refusals from one consistent snapshot', () => {
     const outcome = await new DynamoLedger(doc, TABLES).admit(request({ amountMicros: CAP + 1, limits: { keyWindow: 'monthly', spendRateCapMicros: CAP, keyRatePerMinute: 60 } }));
     expect(transactions()).toHaveLength(0);
     expect(outcome).toEqual({ admitted: false, refusal: { kind: 'spend_rate_exceeded', retryAfterSeconds: 1, capMicros: CAP } });
-    const read = ddb.commandCalls(TransactGetCommand)[0]?.args[0].input;
-    expect(read?.TransactItems?.map((i) => i.Get?.Key)).toEqual(READ_KEYS);
+    // One slice: every quantity is one item, read strongly consistent; no TransactGetItems.
+    const read = ddb.commandCalls(BatchGetCommand)[0]?.args[0].input;
+    expect(read?.RequestItems?.[TABLES.ledger]?.Keys).toEqual(READ_KEYS);
+    expect(read?.RequestItems?.[TABLES.ledger]?.ConsistentRead).toBe(true);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
   });
 
   test('need above the cap and above the balance: the 402 wins (SPEC Errors rule 2)', async () => {
@@ -239,19 +242,40 @@ describe('admit: refusals from one consistent snapshot', () => {
     expect(transactions()).toHaveLength(1);
   });
 
-  test('a shortfall the item-by-item read shows is not a refusal when the consistent read covers it', async () => {
-    // Read item by item, the slice looked short (a move was in flight); the consistent read has it.
+  /** A workspace on two slices: slice 0 (which says so) and slice 1, as a TransactGetItems returns them in the order read. */
+  const twoSlices = (available0: number, available1: number): { Responses: { Item?: Record<string, unknown> }[] } => ({
+    Responses: [
+      { Item: slice0(available0, { sliceCount: 2, sliceHigh: 2 }) },
+      {},
+      { Item: { ...sliceKey('ws1', 1), availableMicros: available1, heldMicros: 0 } },
+      {},
+      ...[0, 1].flatMap(() => [{}, {}]), // the key's counter and window on its two key slices
+      {}, // the member month
+    ],
+  });
+
+  test('a shortfall the item-by-item read shows on a sliced workspace is not a refusal when the consistent read covers it', async () => {
+    // Read item by item, the slices looked short (a move was in flight); the consistent read has it.
     ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None')).resolves({});
-    ddb.on(BatchGetCommand).resolves({ Responses: { [TABLES.ledger]: [slice0(NEED - 1)] }, UnprocessedKeys: {} });
-    ddb.on(TransactGetCommand).resolves(snapshot({ slice: slice0(10 * NEED) }));
+    reads(twoSlices(NEED - 2, 1));
+    ddb.on(TransactGetCommand).resolves(twoSlices(NEED - 2, 10 * NEED));
     const outcome = await new DynamoLedger(doc, TABLES).admit(request());
     expect(outcome.admitted).toBe(true);
     expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(1);
+    expect(ddb.commandCalls(TransactGetCommand)[0]?.args[0].input.TransactItems?.[2]?.Get?.Key).toEqual(sliceKey('ws1', 1));
+  });
+
+  test('one slice: the shortfall of a strongly consistent item read is the refusal, with no TransactGetItems', async () => {
+    ddb.on(TransactWriteCommand).rejects(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None'));
+    reads(snapshot({ slice: slice0(NEED - 1) }));
+    const outcome = await new DynamoLedger(doc, TABLES).admit(request());
+    expect(outcome).toEqual({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: NEED - 1 } });
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
   });
 
   test('plans from the item-by-item read alone when it shows no shortfall (no TransactGetItems to be cancelled)', async () => {
     ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None')).resolves({});
-    reads(snapshot({ slice: slice0(10 * NEED) }));
+    reads(twoSlices(NEED - 2, 10 * NEED));
     expect((await new DynamoLedger(doc, TABLES).admit(request())).admitted).toBe(true);
     expect(ddb.commandCalls(BatchGetCommand)[0]?.args[0].input.RequestItems?.[TABLES.ledger]?.ConsistentRead).toBe(true);
     expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
@@ -259,8 +283,8 @@ describe('admit: refusals from one consistent snapshot', () => {
 
   test('a consistent read cancelled for a conflict is read again, and the refusal still decided on it', async () => {
     ddb.on(TransactWriteCommand).rejects(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None'));
-    reads(snapshot({ slice: slice0(NEED - 1) }));
-    ddb.on(TransactGetCommand).rejectsOnce(cancelled('TransactionConflict', 'None', 'None', 'None', 'None')).resolves(snapshot({ slice: slice0(NEED - 1) }));
+    reads(twoSlices(NEED - 2, 1));
+    ddb.on(TransactGetCommand).rejectsOnce(cancelled('TransactionConflict', ...Array.from({ length: 8 }, () => 'None'))).resolves(twoSlices(NEED - 2, 1));
     let conflicts = 0;
     const outcome = await new DynamoLedger(doc, TABLES, () => (conflicts += 1)).admit(request());
     expect(outcome).toEqual({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: NEED - 1 } });
