@@ -65,7 +65,7 @@ const TABLE_PREFIX = 'map-';
  * of the order of its latency in the same Region (single-digit to low tens of milliseconds).
  */
 const CONFLICT_WINDOW_MS = 10;
-const WATCHDOG_MS = 6 * 60_000;
+const WATCHDOG_MS = 12 * 60_000;
 const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
 
 interface Caller {

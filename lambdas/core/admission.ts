@@ -249,3 +249,14 @@ export function grownSliceCount(current: number, conflicts: number, admissions: 
   if (admissions < 50 || conflicts * 5 <= admissions || current >= max) return current;
   return Math.min(max, current + Math.max(1, Math.ceil(current / 2)));
 }
+
+/**
+ * The slice an admission tries next after its transaction was cancelled for a conflict: another
+ * of the `active` slices (`draw` in [0, 1) picks which), since the one it met is busy with another
+ * transaction right now and would most likely still be when the retry arrives. One slice: itself.
+ */
+export function sliceAfterConflict(slice: number, active: number, draw: number): number {
+  if (active <= 1) return 0;
+  const step = 1 + Math.min(active - 2, Math.floor(Math.max(0, draw) * (active - 1)));
+  return (slice + step) % active;
+}

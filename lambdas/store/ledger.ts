@@ -11,13 +11,14 @@
  * {@link planRebalance} moves are written (one conditional transaction that cannot create or
  * destroy a unit) and the admission is tried again.
  */
-import { GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import {
   grownSliceCount,
   planRebalance,
   refusalFor,
+  sliceAfterConflict,
   type AdmissionAsk,
   type AdmissionSnapshot,
   type RebalancePlan,
@@ -55,6 +56,8 @@ const WINDOW_RETENTION_S = 400 * DAY_S;
 /** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
 const HOLD_RETENTION_S = 7 * DAY_S;
 const MAX_ATTEMPTS = 30;
+/** Attempts of a read the store cancelled for a conflict or left unprocessed. */
+const READ_ATTEMPTS = 10;
 /** How often one process re-reads a workspace's slice 0 (slice count) and tidies the slice it settled on. */
 const MAINTAIN_INTERVAL_MS = 30_000;
 /** Admissions per workspace over which the conflict rate is judged for growing the slice count. */
@@ -69,6 +72,11 @@ function isCancelled(err: unknown): err is Cancelled {
 
 function isConditionFailure(err: unknown): boolean {
   return err instanceof Error && err.name === 'ConditionalCheckFailedException';
+}
+
+/** A single-item write refused because an ongoing transaction holds its item (DynamoDB's conflict for plain writes). */
+function isWriteConflict(err: unknown): boolean {
+  return err instanceof Error && err.name === 'TransactionConflictException';
 }
 
 /** True when every reason is a conflict or none (the transaction may simply be run again). */
@@ -280,6 +288,8 @@ export class DynamoLedger implements Ledger {
           if (onlyConflicts(err)) {
             conflicted = true;
             this.onConflict();
+            // The slice met is busy: the retry goes to another (a BYOK request holds no slice).
+            if (!request.byok) slice = sliceAfterConflict(slice, memo.active, Math.random());
             await pause(attempt);
             continue;
           }
@@ -306,9 +316,14 @@ export class DynamoLedger implements Ledger {
         }
       }
       const believed = memo.active;
-      const snapshot = await this.snapshot(request.workspaceId, memo, request);
-      const refusal = refusalFor(snapshot, ask);
-      if (refusal !== undefined) return { admitted: false, refusal };
+      let snapshot = await this.snapshot(request.workspaceId, memo, request);
+      if (refusalFor(snapshot, ask) !== undefined) {
+        // Read item by item, a sum can miss what a move carried between two reads: only a
+        // consistent read of every slice decides a refusal.
+        snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'whole');
+        const refusal = refusalFor(snapshot, ask);
+        if (refusal !== undefined) return { admitted: false, refusal };
+      }
       if (!request.byok) {
         // The snapshot may have taught this process the workspace's real slice count: choose among those.
         if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
@@ -346,14 +361,20 @@ export class DynamoLedger implements Ledger {
 
   /** Raises the slice count from `from` to `to`, unless another process changed it first. */
   private async growSlices(workspaceId: string, from: number, to: number): Promise<void> {
-    await writeSliceCount(this.db, this.tables.ledger, workspaceId, from, to, undefined);
+    if (!(await changeSliceCount(this.db, this.tables.ledger, workspaceId, from, to))) return; // another process changed it first
     const memo = this.memoOf(workspaceId);
     memo.active = to;
     memo.high = Math.max(memo.high, to);
   }
 
-  /** A consistent snapshot of every slice (and the windows a request occupies), in one TransactGetItems. */
-  private async snapshot(workspaceId: string, memo: SliceMemo, request?: AdmitRequest, at?: number): Promise<AdmissionSnapshot> {
+  /**
+   * Every slice (and the windows a request occupies), read either `whole` (one consistent
+   * TransactGetItems: what a refusal is decided on) or by `items` (strongly consistent reads of
+   * each item: what moves are planned on, since each move is conditioned on what it read). On
+   * DynamoDB a TransactGetItems is cancelled when any item it reads is in an ongoing write, and
+   * a hot workspace's slices nearly always have one; item reads never conflict.
+   */
+  private async snapshot(workspaceId: string, memo: SliceMemo, request?: AdmitRequest, at?: number, read: 'whole' | 'items' = 'items'): Promise<AdmissionSnapshot> {
     const now = request?.now ?? at ?? Date.now();
     for (;;) {
       const high = memo.high;
@@ -369,7 +390,7 @@ export class DynamoLedger implements Ledger {
         }
         if (request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: windowKeys.member(request.memberId, now) }) - 1;
       }
-      const got = await this.readConsistently(keys, firstKeyAt);
+      const got = read === 'whole' ? await this.readConsistently(keys, firstKeyAt) : await this.readItems(keys);
       this.learn(memo, 0, got[0]);
       if (memo.high > high) continue; // slice 0 says more slices were used than we read
       const slices: SliceView[] = [];
@@ -407,12 +428,45 @@ export class DynamoLedger implements Ledger {
   private async readConsistently(keys: { pk: string; sk: string }[], split: number): Promise<(Item | undefined)[]> {
     const read = async (part: { pk: string; sk: string }[]): Promise<(Item | undefined)[]> => {
       if (part.length === 0) return [];
-      const out = await this.db.send(new TransactGetCommand({ TransactItems: part.map((Key) => ({ Get: { TableName: this.tables.ledger, Key } })) }));
-      return (out.Responses ?? []).map((r) => r.Item as Item | undefined);
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          const out = await this.db.send(new TransactGetCommand({ TransactItems: part.map((Key) => ({ Get: { TableName: this.tables.ledger, Key } })) }));
+          return (out.Responses ?? []).map((r) => r.Item as Item | undefined);
+        } catch (err) {
+          // Cancelled because an item is in an ongoing write: read again once it is done.
+          if (!isCancelled(err) || !onlyConflicts(err) || attempt >= READ_ATTEMPTS) throw err;
+          this.onConflict();
+          await pause(attempt);
+        }
+      }
     };
     if (keys.length <= 100) return read(keys);
     const [a, b] = await Promise.all([read(keys.slice(0, split)), read(keys.slice(split))]);
     return [...a, ...b];
+  }
+
+  /**
+   * Reads `keys` item by item, each strongly consistent (BatchGetItem, 100 keys a call, what it
+   * leaves unprocessed asked again), in the order given. Never cancelled by a conflict.
+   */
+  private async readItems(keys: readonly { pk: string; sk: string }[]): Promise<(Item | undefined)[]> {
+    const found = new Map<string, Item>();
+    const id = (k: { pk: unknown; sk: unknown }): string => `${String(k.pk)}\u0000${String(k.sk)}`;
+    const chunks: { pk: string; sk: string }[][] = [];
+    for (let i = 0; i < keys.length; i += 100) chunks.push(keys.slice(i, i + 100));
+    await Promise.all(
+      chunks.map(async (chunk) => {
+        let wanted: Record<string, unknown>[] = chunk;
+        for (let attempt = 0; wanted.length > 0; attempt += 1) {
+          if (attempt > 0) await pause(attempt);
+          const out = await this.db.send(new BatchGetCommand({ RequestItems: { [this.tables.ledger]: { Keys: wanted, ConsistentRead: true } } }));
+          for (const item of out.Responses?.[this.tables.ledger] ?? []) found.set(id(item as { pk: unknown; sk: unknown }), item as Item);
+          wanted = out.UnprocessedKeys?.[this.tables.ledger]?.Keys ?? [];
+          if (attempt >= READ_ATTEMPTS && wanted.length > 0) throw new LedgerContentionError('the ledger read was left unprocessed after repeated attempts');
+        }
+      }),
+    );
+    return keys.map((k) => found.get(id(k)));
   }
 
   /**
@@ -748,10 +802,15 @@ export class DynamoLedger implements Ledger {
       now,
       expiresAt: hold.expiresAt,
     };
-    const snapshot = await this.snapshot(hold.workspaceId, this.memoOf(hold.workspaceId), request);
+    const memo = this.memoOf(hold.workspaceId);
     const unbounded = { ...limits, keyRatePerMinute: Number.MAX_SAFE_INTEGER, spendRateCapMicros: Number.MAX_SAFE_INTEGER };
     const ask: AdmissionAsk = { needMicros: extraMicros, limits: unbounded, byok: false, hasMember: hold.memberId !== undefined, now };
-    if (refusalFor(snapshot, ask) !== undefined) return false;
+    let snapshot = await this.snapshot(hold.workspaceId, memo, request);
+    if (refusalFor(snapshot, ask) !== undefined) {
+      // As for an admission: refused only on a consistent read of every slice.
+      snapshot = await this.snapshot(hold.workspaceId, memo, request, undefined, 'whole');
+      if (refusalFor(snapshot, ask) !== undefined) return false;
+    }
     // Money and month headroom only: the spend-rate headroom stays where it is.
     const plan = planRebalance(snapshot, slice, { ...ask, limits });
     const edits = plan.edits.map((e) => ({ slice: e.slice, availableDelta: e.availableDelta, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }));
@@ -767,7 +826,7 @@ export class DynamoLedger implements Ledger {
       );
       return {};
     } catch (err) {
-      if (!isConditionFailure(err)) throw err;
+      if (!isConditionFailure(err) && !isWriteConflict(err)) throw err;
     }
     // Key slice 0 is spent, but what it lent may be unspent on the key's other slices: count the
     // request there, or refuse only when a consistent read of every key slice shows the minute full.
@@ -795,7 +854,7 @@ export class DynamoLedger implements Ledger {
         await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, keyId), sk }, ...requestCount(ratePerMinute, ttl) }));
         return {};
       } catch (err) {
-        if (!isConditionFailure(err) && !isCancelled(err)) throw err;
+        if (!isConditionFailure(err) && !isCancelled(err) && !isWriteConflict(err)) throw err;
         await pause(attempt);
       }
     }
@@ -804,7 +863,7 @@ export class DynamoLedger implements Ledger {
 
   /** A consistent snapshot of a workspace's slices, and what this process learns from it. */
   async readSlices(workspaceId: string, now: number = Date.now()): Promise<AdmissionSnapshot> {
-    return this.snapshot(workspaceId, this.memoOf(workspaceId), undefined, now);
+    return this.snapshot(workspaceId, this.memoOf(workspaceId), undefined, now, 'whole');
   }
 
   /** Forgets what this process learned of a workspace's slices (an operator changed the count). */
@@ -852,6 +911,22 @@ export async function writeSliceCount(db: DocumentSender, ledgerTable: string, w
 }
 
 /**
+ * {@link writeSliceCount} from `from` to `to` as the process's own decision (growth, shrinking).
+ * Slice 0 of a busy workspace is in a transaction most of the time: a plain write to it meets
+ * `TransactionConflictException` (or, locally, a lock timeout), so the change is tried a few times.
+ */
+async function changeSliceCount(db: DocumentSender, ledgerTable: string, workspaceId: string, from: number, to: number): Promise<boolean> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await writeSliceCount(db, ledgerTable, workspaceId, from, to, undefined);
+    } catch (err) {
+      if (attempt >= 8) throw err;
+      await pause(attempt);
+    }
+  }
+}
+
+/**
  * Empties every retired slice (number >= the active count) into slice 0: its available credit,
  * its spend-rate headroom and its month share's headroom, each conditioned on what was read.
  * Holds still open on a retired slice settle there and are emptied the next time.
@@ -891,17 +966,7 @@ export async function drainRetired(db: DocumentSender, ledgerTable: string, work
  * by the settlement that lands there (see `maintain`). True when the count was changed.
  */
 export async function consolidateSlices(db: DocumentSender, tables: LedgerTables, workspaceId: string, from: number, to: number): Promise<boolean> {
-  // Slice 0 of a busy workspace is in a transaction most of the time: a plain write to it meets
-  // TransactionConflict (or, locally, a lock timeout), so the change is tried a few times.
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      if (!(await writeSliceCount(db, tables.ledger, workspaceId, from, to, undefined))) return false;
-      break;
-    } catch (err) {
-      if (attempt >= 8) throw err;
-      await pause(attempt);
-    }
-  }
+  if (!(await changeSliceCount(db, tables.ledger, workspaceId, from, to))) return false;
   const reader = new DynamoLedger(db, tables);
   for (let attempt = 0; attempt < 20; attempt += 1) {
     const snapshot = await reader.readSlices(workspaceId);

@@ -3,7 +3,7 @@
  * always on the whole workspace, the moves a rebalance makes (never creating or destroying a
  * unit), and when the slice count grows.
  */
-import { grownSliceCount, planRebalance, refusalFor, type AdmissionAsk, type AdmissionSnapshot, type SliceView } from '../../lambdas/core/admission';
+import { grownSliceCount, planRebalance, refusalFor, sliceAfterConflict, type AdmissionAsk, type AdmissionSnapshot, type SliceView } from '../../lambdas/core/admission';
 import { settlementAmounts } from '../../lambdas/core/settlement';
 import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 
@@ -126,6 +126,34 @@ describe('grownSliceCount', () => {
     [1, 30, 40, 1], // too few admissions to judge
   ])('count %i with %i conflicts in %i admissions grows to %i', (current, conflicts, admissions, expected) => {
     expect(grownSliceCount(current, conflicts, admissions, 32)).toBe(expected);
+  });
+});
+
+describe('sliceAfterConflict', () => {
+  test.each([
+    // slice, active, draw, next
+    [0, 1, 0.5, 0], // one slice: nowhere else to go
+    [0, 2, 0, 1],
+    [1, 2, 0.99, 0],
+    [3, 8, 0, 4], // the next one up
+    [3, 8, 0.999, 2], // the one below, around the ring
+    [7, 8, 0.5, 3],
+    [47, 48, 0, 0],
+  ])('slice %i of %i, draw %f: tries %i', (slice, active, draw, next) => {
+    expect(sliceAfterConflict(slice, active, draw)).toBe(next);
+  });
+
+  test('never the slice it met, always one of the active ones', () => {
+    for (const active of [2, 3, 8, 48]) {
+      for (let slice = 0; slice < active; slice += 1) {
+        for (const draw of [0, 0.1, 0.5, 0.9, 0.999999]) {
+          const next = sliceAfterConflict(slice, active, draw);
+          expect(next).not.toBe(slice);
+          expect(next).toBeGreaterThanOrEqual(0);
+          expect(next).toBeLessThan(active);
+        }
+      }
+    }
   });
 });
 

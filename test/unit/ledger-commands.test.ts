@@ -5,7 +5,7 @@
  * belongs to the integration tests.
  */
 import { DynamoDBClient, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, TransactGetCommand, TransactWriteCommand, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, DynamoDBDocumentClient, GetCommand, TransactGetCommand, TransactWriteCommand, type TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
@@ -50,6 +50,15 @@ const request = (over: Partial<AdmitRequest> = {}): AdmitRequest => ({
   expiresAt: NOW + 600_000,
   ...over,
 });
+
+/**
+ * The store's answer to both reads of a snapshot: the consistent one (TransactGetItems, which
+ * decides a refusal) and the item-by-item one (BatchGetItem, which moves are planned on).
+ */
+function reads(out: { Responses: { Item?: Record<string, unknown> }[] }): void {
+  ddb.on(TransactGetCommand).resolves(out);
+  ddb.on(BatchGetCommand).resolves({ Responses: { [TABLES.ledger]: out.Responses.flatMap((r) => (r.Item === undefined ? [] : [r.Item])) }, UnprocessedKeys: {} });
+}
 
 const cancelled = (...reasons: (string | { Code: string; Item: Record<string, unknown> })[]): TransactionCanceledException =>
   new TransactionCanceledException({
@@ -181,28 +190,30 @@ describe('admit: the transaction', () => {
 
 describe('admit: refusals from one consistent snapshot', () => {
   const slice0 = (available: number, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ pk: PK, sk: 'BALANCE', availableMicros: available, heldMicros: 0, ...extra });
+  /** The keys a snapshot reads, in order. */
+  const READ_KEYS = [
+    { pk: PK, sk: 'BALANCE' },
+    { pk: 'WSM#ws1#0', sk: 'MONTH#2026-11' },
+    { pk: KEY_PK, sk: RATE_SK },
+    { pk: KEY_PK, sk: 'KEYWIN#k1#M2026-11' },
+    { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
+  ];
   /** The snapshot's responses in the order read: slice, its month share, rate counter, key window, member month. */
   const snapshot = (parts: { slice?: Record<string, unknown>; month?: Record<string, unknown>; rate?: Record<string, unknown>; key?: Record<string, unknown>; member?: Record<string, unknown> }) => ({
-    Responses: [parts.slice, parts.month, parts.rate, parts.key, parts.member].map((Item) => (Item === undefined ? {} : { Item })),
+    Responses: [parts.slice, parts.month, parts.rate, parts.key, parts.member].map((Item, i) => (Item === undefined ? {} : { Item: { ...READ_KEYS[i], ...Item } })),
   });
 
   test('need above the spend rate cap: refused from the snapshot, without a transaction', async () => {
-    ddb.on(TransactGetCommand).resolves(snapshot({ slice: slice0(10 * CAP) }));
+    reads(snapshot({ slice: slice0(10 * CAP) }));
     const outcome = await new DynamoLedger(doc, TABLES).admit(request({ amountMicros: CAP + 1, limits: { keyWindow: 'monthly', spendRateCapMicros: CAP, keyRatePerMinute: 60 } }));
     expect(transactions()).toHaveLength(0);
     expect(outcome).toEqual({ admitted: false, refusal: { kind: 'spend_rate_exceeded', retryAfterSeconds: 1, capMicros: CAP } });
     const read = ddb.commandCalls(TransactGetCommand)[0]?.args[0].input;
-    expect(read?.TransactItems?.map((i) => i.Get?.Key)).toEqual([
-      { pk: PK, sk: 'BALANCE' },
-      { pk: 'WSM#ws1#0', sk: 'MONTH#2026-11' },
-      { pk: KEY_PK, sk: RATE_SK },
-      { pk: KEY_PK, sk: 'KEYWIN#k1#M2026-11' },
-      { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
-    ]);
+    expect(read?.TransactItems?.map((i) => i.Get?.Key)).toEqual(READ_KEYS);
   });
 
   test('need above the cap and above the balance: the 402 wins (SPEC Errors rule 2)', async () => {
-    ddb.on(TransactGetCommand).resolves(snapshot({ slice: slice0(100) }));
+    reads(snapshot({ slice: slice0(100) }));
     const outcome = await new DynamoLedger(doc, TABLES).admit(request({ amountMicros: CAP + 1 }));
     expect(transactions()).toHaveLength(0);
     expect(outcome).toEqual({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: 100 } });
@@ -222,10 +233,39 @@ describe('admit: refusals from one consistent snapshot', () => {
     ],
   ])('a refused admission is decided from the snapshot: %s', async (_l, parts, refusal) => {
     ddb.on(TransactWriteCommand).rejects(cancelled('ConditionalCheckFailed', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None'));
-    ddb.on(TransactGetCommand).resolves(snapshot(parts));
+    reads(snapshot(parts));
     const outcome = await new DynamoLedger(doc, TABLES).admit(request());
     expect(outcome).toEqual({ admitted: false, refusal });
     expect(transactions()).toHaveLength(1);
+  });
+
+  test('a shortfall the item-by-item read shows is not a refusal when the consistent read covers it', async () => {
+    // Read item by item, the slice looked short (a move was in flight); the consistent read has it.
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None')).resolves({});
+    ddb.on(BatchGetCommand).resolves({ Responses: { [TABLES.ledger]: [slice0(NEED - 1)] }, UnprocessedKeys: {} });
+    ddb.on(TransactGetCommand).resolves(snapshot({ slice: slice0(10 * NEED) }));
+    const outcome = await new DynamoLedger(doc, TABLES).admit(request());
+    expect(outcome.admitted).toBe(true);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(1);
+  });
+
+  test('plans from the item-by-item read alone when it shows no shortfall (no TransactGetItems to be cancelled)', async () => {
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None')).resolves({});
+    reads(snapshot({ slice: slice0(10 * NEED) }));
+    expect((await new DynamoLedger(doc, TABLES).admit(request())).admitted).toBe(true);
+    expect(ddb.commandCalls(BatchGetCommand)[0]?.args[0].input.RequestItems?.[TABLES.ledger]?.ConsistentRead).toBe(true);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
+  });
+
+  test('a consistent read cancelled for a conflict is read again, and the refusal still decided on it', async () => {
+    ddb.on(TransactWriteCommand).rejects(cancelled('None', 'None', 'ConditionalCheckFailed', 'None', 'None', 'None'));
+    reads(snapshot({ slice: slice0(NEED - 1) }));
+    ddb.on(TransactGetCommand).rejectsOnce(cancelled('TransactionConflict', 'None', 'None', 'None', 'None')).resolves(snapshot({ slice: slice0(NEED - 1) }));
+    let conflicts = 0;
+    const outcome = await new DynamoLedger(doc, TABLES, () => (conflicts += 1)).admit(request());
+    expect(outcome).toEqual({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: NEED - 1 } });
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(2);
+    expect(conflicts).toBe(1);
   });
 });
 
@@ -259,7 +299,7 @@ describe('settle', () => {
     ...over,
   });
   const ledgerFor = (): DynamoLedger => {
-    ddb.on(TransactGetCommand).resolves({ Responses: [{}, {}] });
+    reads({ Responses: [{}, {}] });
     return new DynamoLedger(doc, TABLES);
   };
 
@@ -294,7 +334,7 @@ describe('settle', () => {
 
   test('usage rows carry a ttl when a retention is configured', async () => {
     ddb.on(TransactWriteCommand).resolves({});
-    ddb.on(TransactGetCommand).resolves({ Responses: [{}, {}] });
+    reads({ Responses: [{}, {}] });
     await new DynamoLedger(doc, { ...TABLES, usageRetentionDays: 30 }).settle(hold, settlement(1));
     expect((transactions()[0] as Items)[5]?.Put?.Item?.ttl).toBe(Math.floor((NOW + 1234) / 1000) + 30 * 86_400);
   });
@@ -331,7 +371,7 @@ describe('settle', () => {
     ddb.on(TransactWriteCommand).resolves({});
     const old = SECOND - 100;
     const k = old % 64;
-    ddb.on(TransactGetCommand).resolves({ Responses: [{ Item: { pk: PK, sk: 'BALANCE', availableMicros: 5, rateCap: CAP, rateRoom: CAP - 900, rateTotal: 900, [`s${k}`]: old, [`r${k}`]: 900 } }, {}] });
+    reads({ Responses: [{ Item: { pk: PK, sk: 'BALANCE', availableMicros: 5, rateCap: CAP, rateRoom: CAP - 900, rateTotal: 900, [`s${k}`]: old, [`r${k}`]: 900 } }, {}] });
     await new DynamoLedger(doc, TABLES).settle(hold, settlement(1));
     const tidy = transactions()[1]?.[0]?.Update;
     expect(tidy?.Key).toEqual({ pk: PK, sk: 'BALANCE' });
