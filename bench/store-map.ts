@@ -32,7 +32,7 @@ import { startDynamoLocal } from '../local/dynamo-local';
 import { startStreamPoller } from '../local/stream-poller';
 import { ensureTables, makeDynamoClient } from '../local/tables';
 import { REPO_ROOT, buildBundles, bundleEnv } from './bundle';
-import { closedLoop, post, targetFrom, type Target } from './load';
+import { closedLoop, post, targetFrom, type Target, type Timing } from './load';
 import { GatewayProcess, startSimulatorProcess } from './processes';
 import { dayId, monthId } from '../lambdas/core/windows';
 import { ROLLUP_SHARDS } from '../lambdas/store/rollups';
@@ -65,6 +65,8 @@ const TABLE_PREFIX = 'map-';
  * of the order of its latency in the same Region (single-digit to low tens of milliseconds).
  */
 const CONFLICT_WINDOW_MS = 10;
+/** Requests per turn of the one-slice side: fewer than the 200 admissions after which a workspace may grow. */
+const ONE_SLICE_REQUESTS = 192;
 const WATCHDOG_MS = 12 * 60_000;
 const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
 
@@ -166,30 +168,37 @@ function log(message: string): void {
 const sum = (m: Readonly<Record<string, number>>, match: (k: string) => boolean): number => Object.entries(m).reduce((s, [k, v]) => s + (match(k) ? v : 0), 0);
 
 /** Runs `n` requests over `concurrency` workers; `pick(i)` chooses the caller of the i-th. */
-async function bounded(target: Target, n: number, concurrency: number, pick: (i: number) => Caller): Promise<{ ok: number; failed: number; firstError?: string }> {
+function bounded(target: Target, n: number, concurrency: number, pick: (i: number) => Caller): Promise<{ ok: number; failed: number; firstError?: string }> {
+  return counted(concurrency, n, (i) => post(target, BODY, { authorization: `Bearer ${pick(i).rawKey}` }));
+}
+
+/** `n` requests over `concurrency` workers, timed; `send(i)` sends the i-th. */
+async function counted(concurrency: number, n: number, send: (i: number) => Promise<Timing>): Promise<{ ok: number; failed: number; elapsedMs: number; firstError?: string }> {
   let next = 0;
   let ok = 0;
   let failed = 0;
   let firstError: string | undefined;
-  const worker = async (): Promise<void> => {
-    while (next < n) {
-      const i = next;
-      next += 1;
-      try {
-        const t = await post(target, BODY, { authorization: `Bearer ${pick(i).rawKey}` });
-        if (t.status === 200) ok += 1;
-        else {
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        const i = next;
+        next += 1;
+        try {
+          const t = await send(i);
+          if (t.status === 200) ok += 1;
+          else {
+            failed += 1;
+            firstError ??= `status ${t.status}`;
+          }
+        } catch (err) {
           failed += 1;
-          firstError ??= `status ${t.status}`;
+          firstError ??= err instanceof Error ? err.message : String(err);
         }
-      } catch (err) {
-        failed += 1;
-        firstError ??= err instanceof Error ? err.message : String(err);
       }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { ok, failed, ...(firstError === undefined ? {} : { firstError }) };
+    }),
+  );
+  return { ok, failed, elapsedMs: performance.now() - started, ...(firstError === undefined ? {} : { firstError }) };
 }
 
 /** Every item write of a load as the partition key values and items it loads. */
@@ -400,21 +409,22 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     tap.mode = 'count';
     tap.locks = new ItemLocks(windowMs);
     const sides = new Map<string, { ok: number; failed: number; ms: number; counts: CallCounts[]; slices: number }>();
-    const picks: readonly (readonly [string, readonly Caller[]])[] = [
-      ['64 workspaces', many],
-      ['one workspace, five keys, 1 slice', five],
-      [`one workspace, five keys, ${SLICES} slices`, sliced],
-    ];
+    // The one-slice side is the ledger before escrow slices: a workspace grows its count after 200
+    // admissions that met conflicts, so each turn takes a fresh one-slice workspace for fewer.
+    const ONE_SLICE = 'one workspace, five keys, 1 slice';
+    const picks: readonly string[] = ['64 workspaces', ONE_SLICE, `one workspace, five keys, ${SLICES} slices`];
     for (let round = 0; round < plan.rounds; round += 1) {
       // Alternating which side goes first, so neither always meets the machine as the other left it.
-      for (const [name, callers] of round % 2 === 0 ? picks : [...picks].reverse()) {
-        log(`conflicts: ${name}, concurrency ${plan.concurrency}, ${plan.sliceMs} ms`);
+      for (const name of round % 2 === 0 ? picks : [...picks].reverse()) {
+        const callers = name === ONE_SLICE ? await workspace(5) : name === '64 workspaces' ? many : sliced;
+        log(`conflicts: ${name}, concurrency ${plan.concurrency}, ${name === ONE_SLICE ? `${ONE_SLICE_REQUESTS} requests` : `${plan.sliceMs} ms`}`);
         tap.take();
-        const run = await closedLoop(plan.concurrency, plan.sliceMs, (w) => post(target, BODY, { authorization: `Bearer ${(callers[w % callers.length] as Caller).rawKey}` }));
+        const send = (i: number): Promise<Timing> => post(target, BODY, { authorization: `Bearer ${(callers[i % callers.length] as Caller).rawKey}` });
+        const run = name === ONE_SLICE ? await counted(plan.concurrency, ONE_SLICE_REQUESTS, send) : await closedLoop(plan.concurrency, plan.sliceMs, send);
         await gw.idle(60_000);
         const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, counts: [], slices: 1 };
         const slices = Math.max(...(await slicesOf(callers)).map((w) => w.slices));
-        sides.set(name, { ok: s.ok + run.ok, failed: s.failed + run.failed, ms: s.ms + run.elapsedMs, counts: [...s.counts, tap.take().counts], slices });
+        sides.set(name, { ok: s.ok + run.ok, failed: s.failed + run.failed, ms: s.ms + run.elapsedMs, counts: [...s.counts, tap.take().counts], slices: Math.max(s.slices, slices) });
         if (run.firstError !== undefined) log(`  ${run.failed} failed, first: ${run.firstError}`);
       }
     }
@@ -445,6 +455,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     });
     sampling = false;
     await sampler;
+    if (growRun.firstError !== undefined) log(`  ${growRun.failed} failed, first: ${growRun.firstError}`);
     await gw.idle(60_000);
     growCounts.push(tap.take().counts);
     sides.set('one workspace, five keys, from 1 slice, growing', { ok: growRun.ok, failed: growRun.failed, ms: growRun.elapsedMs, counts: growCounts, slices: (await slicesOf(grower))[0]?.slices ?? 1 });
