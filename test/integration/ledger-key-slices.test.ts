@@ -10,25 +10,23 @@ import type { DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { MICROS_PER_MINOR } from '../../lambdas/core/pricing';
 import { tableName } from '../../lambdas/shared/schema';
 import type { AdmissionLimits } from '../../lambdas/gateway/ports';
-import { DynamoLedger, readBalance, setLedgerSlices } from '../../lambdas/store';
+import { DynamoLedger, readBalance } from '../../lambdas/store';
 import { KEY_SLICES, keySliceOf } from '../../lambdas/core/key-slices';
 import { windowKeys } from '../../lambdas/core/windows';
 import { keySlicePk, shardOf } from '../../lambdas/store/keys';
 import { DeleteCommand, GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
+import { ledgerWorkspaces, warm } from '../support/ledger-workspaces';
 
 let tables: TestTables;
 let wire: DynamoWire;
-let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
 const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
   wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc, process.env, RACE_LIMITS);
-  admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });
 
 afterAll(() => {
@@ -40,21 +38,7 @@ jest.setTimeout(180_000);
 
 const request = requestsTagged('k');
 
-/** A workspace with `creditMinor` of credit and `slices` ledger slices. */
-async function workspace(creditMinor: number, slices: number): Promise<string> {
-  const ws = await createWorkspace(admin, { name: 'slices-test' });
-  if (creditMinor > 0) await addCredit(admin, { workspaceId: ws.workspaceId, minor: creditMinor });
-  await setLedgerSlices(tables.doc, ledgerTables(), ws.workspaceId, slices);
-  return ws.workspaceId;
-}
-
-/** The invariant summed over every slice, with every hold settled. */
-async function expectSettledInvariant(workspaceId: string, creditedMicros: number): Promise<void> {
-  const b = await readBalance(tables.doc, ledgerTables(), workspaceId, NOW);
-  expect(b.creditedMicros).toBe(creditedMicros);
-  expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
-  expect(b.heldMicros).toBe(0);
-}
+const { workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
 
 /** The key's real totals over its key slices, read item by item after the load (nothing is moving). */
 async function keyTotalsOf(ws: string, keyId: string, sk: string, used: string, given: string): Promise<{ used: number; slicesWritten: number }> {
@@ -67,18 +51,6 @@ async function keyTotalsOf(ws: string, keyId: string, sk: string, used: string, 
     total += Number(got.Item[used] ?? 0) - (k === 0 ? Number(got.Item[given] ?? 0) : 0);
   }
   return { used: total, slicesWritten: written };
-}
-
-/**
- * Spreads a fresh workspace before a race: sequential admissions of one micro-unit each (charged
- * nothing) teach the process the slice count and pull credit and the key's headroom onto every
- * slice, in the minute before NOW, so the race itself starts on every slice at once.
- */
-async function warm(ledger: DynamoLedger, ws: string, limits: AdmissionLimits): Promise<void> {
-  for (let i = 0; i < 24; i += 1) {
-    const out = await ledger.admit(request(ws, 1, { limits, now: NOW - 60_000 }));
-    if (out.admitted) await ledger.settle(out.hold, settlement(0, NOW - 59_000));
-  }
 }
 
 /**
@@ -109,7 +81,7 @@ describe('one key over several key slices', () => {
     const ws = await workspace(1000, 8);
     const ledger = new DynamoLedger(wire, ledgerTables());
     const limits: AdmissionLimits = { ...OPEN, keyLimitMicros: 23 * MICROS_PER_MINOR };
-    await warm(ledger, ws, limits);
+    await warm(ledger, request, ws, limits);
     const { admitted, refused } = await admitAll(ledger, Array.from({ length: 200 }, () => request(ws, MICROS_PER_MINOR, { limits })));
     expect(admitted).toHaveLength(23);
     expect(new Set(refused)).toEqual(new Set(['key_limit_exceeded']));
@@ -131,7 +103,7 @@ describe('one key over several key slices', () => {
     const ws = await workspace(1000, 8);
     const ledger = new DynamoLedger(wire, ledgerTables());
     const limits: AdmissionLimits = { ...OPEN, keyRatePerMinute: 37 };
-    await warm(ledger, ws, limits);
+    await warm(ledger, request, ws, limits);
     // A few of the minute's own requests first, one at a time, until two key slices hold part of
     // its count: on a quiet machine key slice 0 can otherwise serve all 37 before any lending
     // lands, and the race would not be spread over the key slices it is meant to test.
@@ -165,7 +137,7 @@ describe('one key over several key slices', () => {
     const ws = await workspace(1000, 8);
     const ledger = new DynamoLedger(wire, ledgerTables());
     const limits: AdmissionLimits = { ...OPEN, keyRatePerMinute: 37 };
-    await warm(ledger, ws, limits);
+    await warm(ledger, request, ws, limits);
     const first = await admitAll(ledger, Array.from({ length: 100 }, () => request(ws, MICROS_PER_MINOR, { limits })));
     expect(first.admitted).toHaveLength(37);
     // The store's TTL collects expired items whenever it runs: here, between the two waves. The

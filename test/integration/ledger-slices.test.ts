@@ -13,21 +13,19 @@ import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { sweep } from '../../lambdas/sweeper/sweep';
-import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
+import { ledgerWorkspaces } from '../support/ledger-workspaces';
 
 
 let tables: TestTables;
 let wire: DynamoWire;
-let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
 const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
   wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc, process.env, RACE_LIMITS);
-  admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });
 
 afterAll(() => {
@@ -39,21 +37,7 @@ jest.setTimeout(180_000);
 
 const request = requestsTagged('s');
 
-/** A workspace with `creditMinor` of credit and `slices` ledger slices. */
-async function workspace(creditMinor: number, slices: number): Promise<string> {
-  const ws = await createWorkspace(admin, { name: 'slices-test' });
-  if (creditMinor > 0) await addCredit(admin, { workspaceId: ws.workspaceId, minor: creditMinor });
-  await setLedgerSlices(tables.doc, ledgerTables(), ws.workspaceId, slices);
-  return ws.workspaceId;
-}
-
-/** The invariant summed over every slice, with every hold settled. */
-async function expectSettledInvariant(workspaceId: string, creditedMicros: number): Promise<void> {
-  const b = await readBalance(tables.doc, ledgerTables(), workspaceId, NOW);
-  expect(b.creditedMicros).toBe(creditedMicros);
-  expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
-  expect(b.heldMicros).toBe(0);
-}
+const { workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
 
 describe('a workspace over several slices', () => {
   it('200 concurrent requests against a balance covering exactly 37, over 8 slices: exactly 37, refused only on the whole', async () => {
