@@ -6,10 +6,12 @@
  * Every condition is written with `ReturnValuesOnConditionCheckFailure: ALL_OLD`, so a cancelled
  * transaction hands back the state it was refused on: a request counter at its limit refuses at
  * once, and a slice whose spend-rate slot holds an aged-out second is retried with that slot
- * overwritten. Any other refusal is decided only from a consistent snapshot of every slice
- * (TransactGetItems) by the pure {@link refusalFor}; when the whole can cover, the
- * {@link planRebalance} moves are written (one conditional transaction that cannot create or
- * destroy a unit) and the admission is tried again.
+ * overwritten. A transaction cancelled only for conflicts is tried again on another slice.
+ * Anything else reads every slice item by item (never cancelled for a conflict); the pure
+ * {@link refusalFor} refuses only when the whole cannot cover, and on a workspace with more than
+ * one slice only on a consistent snapshot of every slice (TransactGetItems). When the whole can
+ * cover, the {@link planRebalance} moves are written (one conditional transaction that cannot
+ * create or destroy a unit) and the admission is tried again.
  */
 import { BatchGetCommand, GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
