@@ -11,6 +11,7 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
 import { readBalance } from './balance';
+import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact } from './directory-context';
 import { BelowHeldError, ReferenceUsedError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
@@ -98,6 +99,10 @@ function toEntry(item: Record<string, unknown>): StatementEntry {
 export class DynamoBalancePort implements BalancePort {
   constructor(private readonly ctx: AdminContext) {}
 
+  private ledgerTables(): LedgerTables {
+    return { ledger: table(this.ctx, 'ledger'), holds: table(this.ctx, 'holds'), usage: table(this.ctx, 'usage') };
+  }
+
   async read(workspaceId: string): Promise<BalanceView> {
     checkWorkspaceId(workspaceId);
     const out = await this.ctx.doc.send(
@@ -105,7 +110,7 @@ export class DynamoBalancePort implements BalancePort {
     );
     if (out.Item === undefined) throw new WorkspaceNotFoundError(workspaceId);
     // A hot workspace's balance is split into escrow slices: the store sums them from one snapshot.
-    const b = await readBalance(this.ctx.doc, { ledger: table(this.ctx, 'ledger'), holds: table(this.ctx, 'holds'), usage: table(this.ctx, 'usage') }, workspaceId, nowOf(this.ctx));
+    const b = await readBalance(this.ctx.doc, this.ledgerTables(), workspaceId, nowOf(this.ctx));
     return { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros };
   }
 
@@ -168,32 +173,43 @@ export class DynamoBalancePort implements BalancePort {
     const pk = ledgerPk(input.workspaceId);
     const ledger = table(this.ctx, 'ledger');
     const entry: StatementEntry = { kind: 'adjustment', at, amountMicros: delta, reference: null, reason, who: input.who, requestId: input.requestId };
-    await transact(
-      this.ctx,
-      [
-        {
-          Update: {
-            TableName: ledger,
-            Key: { pk, sk: BALANCE },
-            UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
-            // `available` excludes what is held, so keeping it at or above zero keeps the balance
-            // at or above what running requests hold; the ceiling keeps figures exact.
-            ConditionExpression: 'attribute_exists(pk) AND availableMicros >= :need AND creditedMicros <= :ceiling',
-            ExpressionAttributeValues: { ':d': delta, ':need': Math.max(0, -delta), ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, delta) },
+    const need = Math.max(0, -delta);
+    // The adjustment lands on slice 0. A hot workspace's credit is spread over its slices, so a
+    // refusal is decided on the whole: what the others hold is first moved to slice 0.
+    for (let gathered = 0; ; gathered += 1) {
+      try {
+        await transact(
+          this.ctx,
+          [
+            {
+              Update: {
+                TableName: ledger,
+                Key: { pk, sk: BALANCE },
+                UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
+                // `available` excludes what is held, so keeping it at or above zero keeps the balance
+                // at or above what running requests hold; the ceiling keeps figures exact.
+                ConditionExpression: 'attribute_exists(pk) AND availableMicros >= :need AND creditedMicros <= :ceiling',
+                ExpressionAttributeValues: { ':d': delta, ':need': need, ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, delta) },
+              },
+            },
+            { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
+          ],
+          async (reasons) => {
+            if (!failedAt(reasons, 0)) return undefined;
+            if ((await getWorkspace(this.ctx, input.workspaceId)) === undefined) return new WorkspaceNotFoundError(input.workspaceId);
+            const b = await this.read(input.workspaceId);
+            if (need > 0 && b.availableMicros >= need && gathered < GATHER_ATTEMPTS) return new CreditElsewhereSignal();
+            return new BelowHeldError(
+              `an adjustment of ${delta} micro-units would take the balance below what is held: available ${b.availableMicros}, held ${b.heldMicros} micro-units`,
+            );
           },
-        },
-        { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
-      ],
-      async (reasons) => {
-        if (!failedAt(reasons, 0)) return undefined;
-        if ((await getWorkspace(this.ctx, input.workspaceId)) === undefined) return new WorkspaceNotFoundError(input.workspaceId);
-        const b = await this.read(input.workspaceId);
-        return new BelowHeldError(
-          `an adjustment of ${delta} micro-units would take the balance below what is held: available ${b.availableMicros}, held ${b.heldMicros} micro-units`,
         );
-      },
-    );
-    return { entry, balance: await this.read(input.workspaceId) };
+        return { entry, balance: await this.read(input.workspaceId) };
+      } catch (err) {
+        if (!(err instanceof CreditElsewhereSignal)) throw err;
+        await new DynamoLedger(this.ctx.doc, this.ledgerTables()).moveCreditTo(input.workspaceId, 0, need, at);
+      }
+    }
   }
 
   async statement(workspaceId: string, limit: number): Promise<StatementEntry[]> {
@@ -222,6 +238,12 @@ export class DynamoBalancePort implements BalancePort {
 
 /** Raised inside a credit when the reference marker already exists; never leaves this module. */
 class ReferenceTakenSignal extends Error {}
+
+/** Raised inside an adjustment when slice 0 is short but the whole workspace is not; never leaves this module. */
+class CreditElsewhereSignal extends Error {}
+
+/** Times an adjustment gathers credit into slice 0 before the whole's shortfall is its answer (admissions may take it meanwhile). */
+const GATHER_ATTEMPTS = 5;
 
 /**
  * Adds `minor` minor units of credit outside the management API (local mode's seed, tests):

@@ -594,8 +594,12 @@ export class DynamoLedger implements Ledger {
     throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
-  /** Moves at least `micros` of credit into `slice` from the others; false when the workspace has less. */
-  private async moveCreditTo(workspaceId: string, slice: number, micros: number, now: number): Promise<boolean> {
+  /**
+   * Moves at least `micros` of credit into `slice` from the others; false when the workspace has
+   * less. Settlements use it for a charge above the hold; an operator's negative adjustment, which
+   * lands on slice 0, uses it when the credit sits on other slices.
+   */
+  async moveCreditTo(workspaceId: string, slice: number, micros: number, now: number): Promise<boolean> {
     const memo = this.memoOf(workspaceId);
     for (let attempt = 0; attempt < 5; attempt += 1) {
       const snapshot = await this.snapshot(workspaceId, memo, undefined, now);

@@ -13,6 +13,8 @@ import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { DynamoLedger, creditWorkspace, readBalance, setLedgerSlices } from '../../lambdas/store';
 import { sweep } from '../../lambdas/sweeper/sweep';
+import { DynamoBalancePort } from '../../lambdas/store/balance-port';
+import { BelowHeldError } from '../../lambdas/store/directory-errors';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
 import { ledgerWorkspaces } from '../support/ledger-workspaces';
@@ -161,5 +163,29 @@ describe('a workspace over several slices', () => {
     const b = await readBalance(tables.doc, ledgerTables(), ws, NOW);
     expect(b).toMatchObject({ heldMicros: 0, spentMicros: 25 * Math.floor(MICROS_PER_MINOR / 4), creditedMicros: 100 * MICROS_PER_MINOR });
     expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
+  });
+
+  it("an operator's negative adjustment takes credit that sits on other slices, and is refused only when the whole is short", async () => {
+    const ws = await workspace(40, 8);
+    const ledger = new DynamoLedger(wire, ledgerTables());
+    for (let i = 0; i < 24; i += 1) {
+      const spread = await ledger.admit(request(ws, 1));
+      if (spread.admitted) await ledger.settle(spread.hold, settlement(0));
+    }
+    const before = await ledger.readSlices(ws, NOW);
+    const total = before.slices.reduce((a, x) => a + x.availableMicros, 0);
+    expect(total).toBe(40 * MICROS_PER_MINOR);
+    // Slice 0, where adjustments land, holds less than the whole: the old condition refused here.
+    expect(before.slices[0]?.availableMicros).toBeLessThan(30 * MICROS_PER_MINOR);
+    const port = new DynamoBalancePort({ doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' });
+    const actor = { who: 'test', requestId: 'req_adjust_slices' };
+    const taken = await port.adjust({ workspaceId: ws, deltaMicros: -30 * MICROS_PER_MINOR, reason: 'refund of a double top-up', ...actor });
+    expect(taken.balance).toMatchObject({ availableMicros: 10 * MICROS_PER_MINOR, creditedMicros: 10 * MICROS_PER_MINOR, heldMicros: 0 });
+    // One micro-unit more than the whole has: refused, and nothing moved out of the workspace.
+    await expect(port.adjust({ workspaceId: ws, deltaMicros: -(10 * MICROS_PER_MINOR + 1), reason: 'too much', who: 'test', requestId: 'req_adjust_more' })).rejects.toBeInstanceOf(BelowHeldError);
+    await expectSettledInvariant(ws, 10 * MICROS_PER_MINOR);
+    const after = await port.adjust({ workspaceId: ws, deltaMicros: -10 * MICROS_PER_MINOR, reason: 'the rest', who: 'test', requestId: 'req_adjust_rest' });
+    expect(after.balance).toMatchObject({ availableMicros: 0, creditedMicros: 0 });
+    await expectSettledInvariant(ws, 0);
   });
 });
