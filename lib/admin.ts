@@ -1,14 +1,20 @@
 import { Duration, Stack, Validations } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { ENV } from '../lambdas/shared/config';
 import type { ProviderSecrets } from './secrets';
 import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
+import { logMetricNamespace } from './alarms';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 import type { SluiceTables } from './tables';
+
+/** Metric counted from the management function's `admin_fault` and `audit_failed` log lines. */
+export const ADMIN_FAULTS_METRIC = 'AdminFaults';
 
 /** Properties of {@link AdminApi}. */
 export interface AdminApiProps {
@@ -42,20 +48,52 @@ export class AdminApi extends Construct {
   public readonly fn: lambda.Function;
   /** Its Function URL (IAM auth). */
   public readonly url: lambda.FunctionUrl;
+  /** Any crash of the function in 5 minutes (a refusal is an answer, not an error). */
+  public readonly errorAlarm: cloudwatch.Alarm;
 
   public constructor(scope: Construct, id: string, props: AdminApiProps) {
     super(scope, id);
     const { stage, tables } = props;
-    this.fn = new SluiceFunction(this, 'Admin', {
+    const fn = new SluiceFunction(this, 'Admin', {
       stage,
       entry: props.entry ?? 'lambdas/admin/handler.ts',
       description: `Sluice ${stage.name}: management API (IAM auth, audited)`,
       memoryMb: stage.workerMemoryMb,
       timeout: Duration.seconds(60),
       environment: { [ENV.secretSource]: 'secrets-manager' },
-    }).fn;
+    });
+    this.fn = fn.fn;
 
     this.url = this.fn.addFunctionUrl({ authType: lambda.FunctionUrlAuthType.AWS_IAM });
+    // The function answers its own faults with a 500 and a log line (`admin_fault`, `audit_failed`)
+    // rather than throwing, so Lambda's error count sees only crashes (timeouts, out of memory,
+    // init): the alarm adds the lines. Operators call it rarely, so one fault is worth a page.
+    new logs.MetricFilter(this, 'Faults', {
+      logGroup: fn.logGroup,
+      filterPattern: logs.FilterPattern.anyTerm('admin_fault', 'audit_failed'),
+      metricNamespace: logMetricNamespace(stage.name),
+      metricName: ADMIN_FAULTS_METRIC,
+      metricValue: '1',
+    });
+    const fiveMinutes = Duration.minutes(5);
+    this.errorAlarm = new cloudwatch.Alarm(this, 'Errors', {
+      alarmName: `Sluice-${stage.name}-AdminErrors`,
+      alarmDescription: "The management function is failing (faults and crashes, not refusals): operators' sluice commands are not carried out. Check its log group.",
+      metric: new cloudwatch.MathExpression({
+        expression: 'FILL(crashes, 0) + FILL(faults, 0)',
+        usingMetrics: {
+          crashes: this.fn.metricErrors({ period: fiveMinutes, statistic: 'Sum' }),
+          faults: new cloudwatch.Metric({ namespace: logMetricNamespace(stage.name), metricName: ADMIN_FAULTS_METRIC, statistic: 'Sum', period: fiveMinutes }),
+        },
+        period: fiveMinutes,
+        label: 'management faults and crashes',
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // No data means nobody ran a command, which is not a fault.
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
 
     for (const name of ['workspaces', 'keys', 'ledger', 'catalog'] as const) tables.table(name).grantReadWriteData(this.fn);
     for (const name of ['usage', 'rollups'] as const) tables.table(name).grantReadData(this.fn);

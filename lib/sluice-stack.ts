@@ -89,19 +89,19 @@ export class SluiceStack extends Stack {
     this.alarms.watchFunction('Notifier', notifier.fn);
     // Before the alarms are wired to the topic, so the console's alarm reaches it too.
     const webConsole = new Console(this, 'Console', { stage, tables: this.tables, secrets });
+    const admin = new AdminApi(this, 'Admin', { stage, tables: this.tables, secrets });
     monitoring.dashboard.addWidgets(
       new cloudwatch.AlarmStatusWidget({
-        title: 'Alarms: money, errors, providers, DynamoDB, latency, console',
+        title: 'Alarms: money, errors, providers, DynamoDB, latency, console, management',
         width: 24,
         height: 6,
-        alarms: [...this.alarms.alarms, webConsole.errorAlarm],
+        alarms: [...this.alarms.alarms, webConsole.errorAlarm, admin.errorAlarm],
       }),
     );
     // Last, so that every alarm of the stack, whoever made it, reaches the topic.
     this.alarms.notifyEveryAlarm(this);
     acknowledgeStackFindings(this, stage);
 
-    const admin = new AdminApi(this, 'Admin', { stage, tables: this.tables, secrets });
     new CfnOutput(this, 'AdminUrl', {
       description: 'Management API (IAM auth); sluice --stage <stage> --endpoint <url>, or SLUICE_ADMIN_URL',
       value: admin.url.url,

@@ -111,6 +111,7 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
       'LatencyP99',
       'NotifierErrors',
       'ConsoleErrors',
+      'AdminErrors',
       ...serverErrorCodes().map((c) => `ServerErrors-${c}`),
       ...PROVIDERS.map((p) => `UpstreamErrorRate-${p.name}`),
       ...ALL_TABLES.flatMap((s) => [`DynamoSystemErrors-${s.name}`, `DynamoThrottles-${s.name}`]),
@@ -132,7 +133,10 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
   });
 
   it('counts failed settlements from the gateway\'s and the sweeper\'s log lines', () => {
-    const filters = Object.values(resources(t(), 'AWS::Logs::MetricFilter'));
+    // Every filter counting into SettlementFailures, and every filter matching a settlement failure's term.
+    const filters = Object.values(resources(t(), 'AWS::Logs::MetricFilter')).filter(
+      (f) => JSON.stringify(f.Properties.MetricTransformations).includes('"SettlementFailures"') || /settle_failed|sweep_failed/.test(String(f.Properties.FilterPattern)),
+    );
     expect(filters.map((f) => f.Properties.FilterPattern).sort()).toEqual(['"settle_failed"', '"sweep_failed"']);
     for (const f of filters) {
       expect(f.Properties.MetricTransformations).toEqual([{ MetricNamespace: logMetricNamespace(stage), MetricName: 'SettlementFailures', MetricValue: '1' }]);
@@ -143,6 +147,20 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
       MetricName: 'SettlementFailures',
       Threshold: 1,
     });
+  });
+
+  it("alarms on the management function's faults (answered 500s, from its log lines) and crashes, on the first", () => {
+    t().hasResourceProperties('AWS::Logs::MetricFilter', {
+      FilterPattern: '?"admin_fault" ?"audit_failed"',
+      MetricTransformations: [{ MetricNamespace: logMetricNamespace(stage), MetricName: 'AdminFaults', MetricValue: '1' }],
+    });
+    const alarm = Object.values(resources(t(), 'AWS::CloudWatch::Alarm')).find((a) => a.Properties.AlarmName === `Sluice-${stage}-AdminErrors`);
+    expect(alarm?.Properties.Threshold).toBe(1);
+    const metrics = JSON.stringify(alarm?.Properties.Metrics);
+    expect(metrics).toContain('FILL(crashes, 0) + FILL(faults, 0)');
+    expect(metrics).toContain('"MetricName":"Errors"');
+    expect(metrics).toContain('"MetricName":"AdminFaults"');
+    expect(alarm?.Properties.TreatMissingData).toBe('notBreaching');
   });
 
   it('treats a silent sweeper as a backlog', () => {
