@@ -283,7 +283,7 @@ export class DynamoLedger implements Ledger {
           await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo) }));
           if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need });
           this.countAdmission(request.workspaceId, memo, conflicted);
-          void this.sliceStats.note(request.workspaceId, conflicted, memo.active);
+          this.sliceStats.note(request.workspaceId, conflicted, memo.active);
           return { admitted: true, hold: placed };
         } catch (err) {
           if (!isCancelled(err)) throw err;
@@ -546,6 +546,8 @@ export class DynamoLedger implements Ledger {
       const items = this.settleItems(hold, settlement, amounts.chargeMicros, amounts.uncollectedMicros, amounts.releaseMicros, amounts.deficitMicros);
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        // After the reply: the admissions' load report, when one is due (never awaited).
+        void this.sliceStats.flush(hold.workspaceId);
         if (!hold.byok) await this.maintain(hold.workspaceId, slice, settlement.now).catch(() => undefined);
         return true;
       } catch (err) {

@@ -131,13 +131,17 @@ interface Tally {
   conflicts: number;
   since: number;
   busy: boolean;
+  /** The slice count the process last admitted with. */
+  believedCount: number;
 }
 
 /**
  * The ledger's hook: counts each admission and whether it met a conflict, per workspace, reports
  * them now and then ({@link addSliceStats}), and when the summed load says so
- * ({@link shrunkSliceCount}) shrinks the workspace's slices. Never awaited by an admission and
- * never throws into one: a report lost is a minute's sample lost, nothing else.
+ * ({@link shrunkSliceCount}) shrinks the workspace's slices. Counting is in memory at admission;
+ * the report is made from a settlement ({@link SliceStatsRecorder.flush}), after the reply, so it
+ * never shares the window before a first byte with an admission. Never throws into either: a
+ * report lost is a minute's sample lost, nothing else.
  */
 export class SliceStatsRecorder {
   private readonly tallies = new Map<string, Tally>();
@@ -156,23 +160,32 @@ export class SliceStatsRecorder {
   ) {}
 
   /**
-   * Counts one admission of `workspaceId`. `believedCount` is the slice count the process admits
-   * with: at 1 there is nothing to shrink, and no read is spent on it.
-   *
-   * @returns the report under way, if this admission started one (tests await it)
+   * Counts one admission of `workspaceId`, in memory. `believedCount` is the slice count the
+   * process admits with: at 1 there is nothing to shrink, and no read is spent on it.
    */
-  note(workspaceId: string, conflicted: boolean, believedCount: number): Promise<void> | undefined {
-    const now = this.clock();
+  note(workspaceId: string, conflicted: boolean, believedCount: number): void {
     let t = this.tallies.get(workspaceId);
     if (t === undefined) {
-      t = { admissions: 0, conflicts: 0, since: now, busy: false };
+      t = { admissions: 0, conflicts: 0, since: this.clock(), busy: false, believedCount };
       this.tallies.set(workspaceId, t);
     }
     t.admissions += 1;
     if (conflicted) t.conflicts += 1;
+    t.believedCount = believedCount;
+  }
+
+  /**
+   * Reports what was counted for `workspaceId`, when a report is due; called after a settlement.
+   *
+   * @returns the report under way, if this call started one (tests await it)
+   */
+  flush(workspaceId: string): Promise<void> | undefined {
+    const t = this.tallies.get(workspaceId);
+    if (t === undefined || t.admissions === 0) return undefined;
+    const now = this.clock();
     // A workspace on one slice that met no conflict has nothing to shrink and nothing to tell an
     // operator a minute at a time: it reports only every FLUSH_ADMISSIONS, so a quiet workspace pays nothing.
-    const worthAMinute = believedCount > 1 || t.conflicts > 0;
+    const worthAMinute = t.believedCount > 1 || t.conflicts > 0;
     if (t.busy || (t.admissions < FLUSH_ADMISSIONS && (!worthAMinute || now - t.since < FLUSH_INTERVAL_MS))) return undefined;
     const counts = { admissions: t.admissions, conflicts: t.conflicts };
     t.admissions = 0;
@@ -180,7 +193,7 @@ export class SliceStatsRecorder {
     t.since = now;
     t.busy = true;
     const tally = t;
-    return this.report(workspaceId, counts, believedCount, now)
+    return this.report(workspaceId, counts, t.believedCount, now)
       .catch(() => undefined)
       .finally(() => {
         tally.busy = false;

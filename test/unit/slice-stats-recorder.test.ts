@@ -16,7 +16,7 @@ function fakeDb(): { db: DocumentSender; updates: UpdateCommand['input'][] } {
   return { db: { send } as unknown as DocumentSender, updates };
 }
 
-describe('SliceStatsRecorder.note', () => {
+describe('SliceStatsRecorder.note and flush', () => {
   it.each<[string, { admissions: number; conflictAt?: number; believed: number; lastAfterMs: number }, number]>([
     ['a quiet one-slice workspace, a minute on: no report (it pays nothing)', { admissions: 5, believed: 1, lastAfterMs: FLUSH_INTERVAL_MS + 1 }, 0],
     ['a one-slice workspace that met a conflict, a minute on: reports', { admissions: 5, conflictAt: 2, believed: 1, lastAfterMs: FLUSH_INTERVAL_MS + 1 }, 1],
@@ -31,7 +31,9 @@ describe('SliceStatsRecorder.note', () => {
     const pending: Promise<void>[] = [];
     for (let i = 0; i < spec.admissions; i += 1) {
       if (i === spec.admissions - 1) now = T0 + spec.lastAfterMs;
-      const p = recorder.note('ws_a', i === spec.conflictAt, spec.believed);
+      recorder.note('ws_a', i === spec.conflictAt, spec.believed);
+      // As the ledger does: counted at admission, reported from the settlement after it.
+      const p = recorder.flush('ws_a');
       if (p !== undefined) pending.push(p);
     }
     await Promise.all(pending);
