@@ -728,6 +728,9 @@ export class DynamoLedger implements Ledger {
     const slice = hold.slice ?? 0;
     const memo = this.memoOf(hold.workspaceId);
     let borrowed = 0;
+    // Conflicts have their own budget: a running stream is cut when its extension fails, and a
+    // busy slice (the hold's, which cannot change) is no reason to cut it.
+    let conflicts = 0;
     for (let attempt = 0; attempt < 8; attempt += 1) {
       const items: TransactItems = [
         {
@@ -765,7 +768,11 @@ export class DynamoLedger implements Ledger {
       } catch (err) {
         if (!isCancelled(err)) throw err;
         if (onlyConflicts(err)) {
-          await pause(attempt);
+          this.onConflict();
+          if (conflicts >= MAX_ATTEMPTS) throw new LedgerContentionError('the hold extension did not settle after repeated conflicts');
+          await pause(conflicts);
+          conflicts += 1;
+          attempt -= 1; // not one of the eight: only refusals and moves count there
           continue;
         }
         if (failed(err, 0)) return false; // the hold is gone (settled or swept)

@@ -293,6 +293,36 @@ describe('admit: refusals from one consistent snapshot', () => {
   });
 });
 
+describe('extend', () => {
+  const hold: HoldRecord = {
+    holdId: 'req_1',
+    workspaceId: 'ws1',
+    keyId: 'k1',
+    family: 'chat_completions',
+    requestedModel: 'openai/gpt-4.1',
+    amountMicros: NEED,
+    inputMicros: 500_000,
+    windows: ['KEYWIN#k1#M2026-11', 'MONTH#2026-11'],
+    byok: false,
+    createdAt: NOW,
+    expiresAt: NOW + 600_000,
+    expiryShard: expiryShard('req_1'),
+    ttl: Math.floor((NOW + 600_000) / 1000) + 7 * 86_400,
+  };
+
+  test('conflicts on the hold\'s slice are retried past the eight tries a shortfall gets: a running stream is not cut for a busy slice', async () => {
+    const conflict = cancelled('None', 'TransactionConflict', 'None', 'None');
+    let stub = ddb.on(TransactWriteCommand);
+    for (let i = 0; i < 10; i += 1) stub = stub.rejectsOnce(conflict);
+    stub.resolves({});
+    let conflicts = 0;
+    expect(await new DynamoLedger(doc, TABLES, () => (conflicts += 1)).extend(hold, 1_000, LIMITS, NOW)).toBe(true);
+    expect(transactions()).toHaveLength(11);
+    expect(conflicts).toBe(10);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
+  });
+});
+
 describe('settle', () => {
   const hold: HoldRecord = {
     holdId: 'req_1',
