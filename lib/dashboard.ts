@@ -3,10 +3,11 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { EMF_NAMESPACE } from '../lambdas/shared/emf';
 import type { StageSettings } from './stage';
 
-/** CloudWatch namespace of every metric Sluice emits. */
-export const METRIC_NAMESPACE = 'Sluice';
+/** CloudWatch namespace of every metric Sluice emits (the functions' EMF lines write it). */
+export const METRIC_NAMESPACE = EMF_NAMESPACE;
 
 /** Dimension carried by every Sluice metric; its value is the stage name (`dev`, `stg`, `prod`). */
 export const STAGE_DIMENSION = 'Stage';

@@ -9,16 +9,10 @@
  * first one (a fallback across providers) get a line of their own.
  */
 import type { Telemetry } from '../gateway/ports';
+import { EMF_NAMESPACE as NAMESPACE, emfLine, type MetricDirective as Directive } from '../shared/emf';
 
 type Fields = Readonly<Record<string, string | number | boolean | undefined>>;
 type UpstreamCall = Parameters<NonNullable<Telemetry['upstream']>>[0];
-interface Directive {
-  readonly Namespace: string;
-  readonly Dimensions: string[][];
-  readonly Metrics: { Name: string; Unit: string }[];
-}
-
-const NAMESPACE = 'Sluice';
 /** Per provider: latency, and calls and errors for the upstream error-rate alarm. */
 const UPSTREAM_METRICS = [
   { Name: 'UpstreamLatencyMs', Unit: 'Milliseconds' },
@@ -105,13 +99,7 @@ export class EmfTelemetry implements Telemetry {
   }
 
   private emit(fields: Fields, directives: Directive[], values: Record<string, number | number[]>): void {
-    const line = {
-      _aws: { Timestamp: Date.now(), CloudWatchMetrics: directives },
-      Stage: this.stage,
-      ...fields,
-      ...values,
-    };
-    this.write(JSON.stringify(line));
+    this.write(emfLine(Date.now(), directives, { Stage: this.stage, ...fields, ...values }));
   }
 }
 

@@ -6,6 +6,7 @@
  * clears the record again, so the next run retries rather than the notice being lost.
  */
 import { decideLowCredit } from '../core/low-credit';
+import { stageCountsLine } from '../shared/emf';
 import type { BalanceReader, LowCreditNotice, NoticePublisher, NoticeStore, WatchedWorkspace } from './ports';
 
 /** What {@link checkLowCredit} runs on. */
@@ -86,28 +87,6 @@ export async function checkLowCredit(deps: CheckDeps, now: number): Promise<Chec
   }
   await Promise.all(running);
 
-  write(
-    JSON.stringify({
-      _aws: {
-        Timestamp: now,
-        CloudWatchMetrics: [
-          {
-            Namespace: 'Sluice',
-            Dimensions: [['Stage']],
-            Metrics: [
-              { Name: 'LowCreditNotices', Unit: 'Count' },
-              { Name: 'LowCreditCheckFailures', Unit: 'Count' },
-            ],
-          },
-        ],
-      },
-      Stage: deps.stage,
-      event: 'low_credit_check',
-      checked,
-      rearmed,
-      LowCreditNotices: notified,
-      LowCreditCheckFailures: failed,
-    }),
-  );
+  write(stageCountsLine(deps.stage, now, { event: 'low_credit_check', checked, rearmed }, { LowCreditNotices: notified, LowCreditCheckFailures: failed }));
   return { checked, notified, rearmed, failed };
 }

@@ -16,6 +16,7 @@
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Ledger, Settlement } from '../gateway/ports';
 import type { EndpointFamily, HoldRecord } from '../shared/records';
+import { stageCountsLine } from '../shared/emf';
 import { scanExpiryIndex } from '../store/holds';
 
 /** What {@link sweep} runs on. */
@@ -179,37 +180,21 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
   const scan = await scanExpiryIndex(deps.doc, deps.holdsTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
 
   const outstanding = scan.live + failed + deferred;
-  const metrics = [
-    { Name: 'HoldsSwept', Unit: 'Count' },
-    { Name: 'HoldsOutstanding', Unit: 'Count' },
-    { Name: 'SpendMicros', Unit: 'Count' },
-    // Expired holds this run left open (failed or out of time): the backlog alarm's metric.
-    { Name: 'ExpiredHoldsBacklog', Unit: 'Count' },
-  ];
   const conflicts = deps.takeConflicts?.();
-  if (conflicts !== undefined) metrics.push({ Name: 'TransactionConflicts', Unit: 'Count' });
   write(
-    JSON.stringify({
-      _aws: {
-        Timestamp: now,
-        CloudWatchMetrics: [
-          {
-            Namespace: 'Sluice',
-            Dimensions: [['Stage']],
-            Metrics: metrics,
-          },
-        ],
+    stageCountsLine(
+      deps.stage,
+      now,
+      { event: 'sweep', failed, deferred },
+      {
+        HoldsSwept: swept,
+        HoldsOutstanding: outstanding,
+        SpendMicros: chargedMicros,
+        // Expired holds this run left open (failed or out of time): the backlog alarm's metric.
+        ExpiredHoldsBacklog: failed + deferred,
+        ...(conflicts === undefined ? {} : { TransactionConflicts: conflicts }),
       },
-      Stage: deps.stage,
-      event: 'sweep',
-      failed,
-      deferred,
-      HoldsSwept: swept,
-      HoldsOutstanding: outstanding,
-      SpendMicros: chargedMicros,
-      ExpiredHoldsBacklog: failed + deferred,
-      ...(conflicts === undefined ? {} : { TransactionConflicts: conflicts }),
-    }),
+    ),
   );
   return { swept, failed, deferred, outstanding, chargedMicros };
 }
