@@ -65,8 +65,8 @@ const TABLE_PREFIX = 'map-';
  * of the order of its latency in the same Region (single-digit to low tens of milliseconds).
  */
 const CONFLICT_WINDOW_MS = 10;
-/** Requests per turn of the one-slice side: fewer than the 200 admissions after which a workspace may grow. */
-const ONE_SLICE_REQUESTS = 192;
+/** How often the one-slice side looks whether its workspace has grown (it stops sending then). */
+const GROWTH_POLL_MS = 100;
 const WATCHDOG_MS = 12 * 60_000;
 const BODY = Buffer.from(JSON.stringify({ model: 'local/sim-small', messages: [{ role: 'user', content: 'Say hello to the store map, briefly.' }], max_tokens: 64 }));
 
@@ -173,7 +173,7 @@ function bounded(target: Target, n: number, concurrency: number, pick: (i: numbe
 }
 
 /** `n` requests over `concurrency` workers, timed; `send(i)` sends the i-th. */
-async function counted(concurrency: number, n: number, send: (i: number) => Promise<Timing>): Promise<{ ok: number; failed: number; elapsedMs: number; firstError?: string }> {
+async function counted(concurrency: number, n: number, send: (i: number) => Promise<Timing>, stopped: () => boolean = () => false): Promise<{ ok: number; failed: number; elapsedMs: number; firstError?: string }> {
   let next = 0;
   let ok = 0;
   let failed = 0;
@@ -181,7 +181,7 @@ async function counted(concurrency: number, n: number, send: (i: number) => Prom
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (next < n) {
+      while (next < n && !stopped()) {
         const i = next;
         next += 1;
         try {
@@ -199,6 +199,22 @@ async function counted(concurrency: number, n: number, send: (i: number) => Prom
     }),
   );
   return { ok, failed, elapsedMs: performance.now() - started, ...(firstError === undefined ? {} : { firstError }) };
+}
+
+/** A closed loop of `concurrency` workers that stops at `maxMs` or as soon as `grown()` says so (polled). */
+async function untilGrown(concurrency: number, maxMs: number, send: (i: number) => Promise<Timing>, grown: () => Promise<boolean>): Promise<{ ok: number; failed: number; elapsedMs: number; firstError?: string }> {
+  let stop = false;
+  const deadline = performance.now() + maxMs;
+  const poll = (async () => {
+    while (!stop && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, GROWTH_POLL_MS));
+      if (await grown()) stop = true;
+    }
+    stop = true;
+  })();
+  const run = await counted(concurrency, Number.MAX_SAFE_INTEGER, send, () => stop);
+  await poll;
+  return run;
 }
 
 /** Every item write of a load as the partition key values and items it loads. */
@@ -409,18 +425,19 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     tap.mode = 'count';
     tap.locks = new ItemLocks(windowMs);
     const sides = new Map<string, { ok: number; failed: number; ms: number; counts: CallCounts[]; slices: number }>();
-    // The one-slice side is the ledger before escrow slices: a workspace grows its count after 200
-    // admissions that met conflicts, so each turn takes a fresh one-slice workspace for fewer.
+    // The one-slice side is the ledger before escrow slices: a workspace grows its count once a
+    // process has judged 50 of its admissions, so each turn takes a fresh one-slice workspace and
+    // sends until it has grown (the requests in flight then finish, mostly admitted on one slice).
     const ONE_SLICE = 'one workspace, five keys, 1 slice';
     const picks: readonly string[] = ['64 workspaces', ONE_SLICE, `one workspace, five keys, ${SLICES} slices`];
     for (let round = 0; round < plan.rounds; round += 1) {
       // Alternating which side goes first, so neither always meets the machine as the other left it.
       for (const name of round % 2 === 0 ? picks : [...picks].reverse()) {
         const callers = name === ONE_SLICE ? await workspace(5) : name === '64 workspaces' ? many : sliced;
-        log(`conflicts: ${name}, concurrency ${plan.concurrency}, ${name === ONE_SLICE ? `${ONE_SLICE_REQUESTS} requests` : `${plan.sliceMs} ms`}`);
+        log(`conflicts: ${name}, concurrency ${plan.concurrency}, ${name === ONE_SLICE ? 'until it grows' : `${plan.sliceMs} ms`}`);
         tap.take();
         const send = (i: number): Promise<Timing> => post(target, BODY, { authorization: `Bearer ${(callers[i % callers.length] as Caller).rawKey}` });
-        const run = name === ONE_SLICE ? await counted(plan.concurrency, ONE_SLICE_REQUESTS, send) : await closedLoop(plan.concurrency, plan.sliceMs, send);
+        const run = name === ONE_SLICE ? await untilGrown(plan.concurrency, plan.sliceMs, send, async () => ((await slicesOf(callers))[0]?.slices ?? 1) > 1) : await closedLoop(plan.concurrency, plan.sliceMs, send);
         await gw.idle(60_000);
         const s = sides.get(name) ?? { ok: 0, failed: 0, ms: 0, counts: [], slices: 1 };
         const slices = Math.max(...(await slicesOf(callers)).map((w) => w.slices));

@@ -243,11 +243,14 @@ export function planRebalance(snapshot: AdmissionSnapshot, target: number, ask: 
 
 /**
  * Whether a workspace should get more slices: when, over a recent run of admissions, more than
- * one in five met a transaction conflict. Grows by half (at least one), up to `max`.
+ * one in five met a transaction conflict. Grows by half (at least one), or doubles when more than
+ * half met one (a burst on too few slices, where every second at that count costs retries and
+ * 503s), up to `max`.
  */
 export function grownSliceCount(current: number, conflicts: number, admissions: number, max: number): number {
   if (admissions < 50 || conflicts * 5 <= admissions || current >= max) return current;
-  return Math.min(max, current + Math.max(1, Math.ceil(current / 2)));
+  const step = conflicts * 2 > admissions ? current : Math.ceil(current / 2);
+  return Math.min(max, current + Math.max(1, step));
 }
 
 /**

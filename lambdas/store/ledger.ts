@@ -62,8 +62,12 @@ const MAX_ATTEMPTS = 30;
 const READ_ATTEMPTS = 20;
 /** How often one process re-reads a workspace's slice 0 (slice count) and tidies the slice it settled on. */
 const MAINTAIN_INTERVAL_MS = 30_000;
-/** Admissions per workspace over which the conflict rate is judged for growing the slice count. */
-const GROWTH_WINDOW = 200;
+/**
+ * Admissions per workspace over which one process judges the conflict rate for growing the slice
+ * count. Small, because a deployed process (one Lambda instance) sees a fraction of a hot
+ * workspace's traffic, and a workspace on too few slices pays in retries until one judges.
+ */
+const GROWTH_WINDOW = 50;
 
 /** A cancelled transaction, with per-item reasons (and, asked for, the item each was refused on). */
 type Cancelled = Error & { CancellationReasons?: { Code?: string; Item?: Record<string, AttributeValue> | Item }[] };

@@ -124,6 +124,11 @@ describe('grownSliceCount', () => {
     [4, 100, 200, 6],
     [32, 200, 200, 32],
     [1, 30, 40, 1], // too few admissions to judge
+    [1, 26, 50, 2], // more than half: doubles
+    [4, 101, 200, 8],
+    [12, 50, 50, 24],
+    [20, 50, 50, 32], // doubling stops at the most (32 in this table)
+    [1, 11, 50, 2], // just over one in five of the smallest window
   ])('count %i with %i conflicts in %i admissions grows to %i', (current, conflicts, admissions, expected) => {
     expect(grownSliceCount(current, conflicts, admissions, 32)).toBe(expected);
   });
