@@ -11,7 +11,9 @@
  * update). The tap also asks for `ReturnConsumedCapacity` (DynamoDB Local reports it; it does not
  * check signatures) and keeps what a single-item call reports. The extra reads make this mode slow:
  * its loads are for counting, not timing. In `count` mode calls are only counted, with the
- * cancellations of transactions by conflict, so throughput runs through the same hop.
+ * cancellations of transactions by conflict, so throughput runs through the same hop. With
+ * `locks` set (either mode), the tap also cancels and refuses calls as DynamoDB would for
+ * transaction conflicts, which DynamoDB Local never does (`dynamo-conflicts.ts`).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

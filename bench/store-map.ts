@@ -172,7 +172,7 @@ function bounded(target: Target, n: number, concurrency: number, pick: (i: numbe
   return counted(concurrency, n, (i) => post(target, BODY, { authorization: `Bearer ${pick(i).rawKey}` }));
 }
 
-/** `n` requests over `concurrency` workers, timed; `send(i)` sends the i-th. */
+/** `n` requests over `concurrency` workers, timed; `send(i)` sends the i-th; no new one once `stopped()` says so. */
 async function counted(concurrency: number, n: number, send: (i: number) => Promise<Timing>, stopped: () => boolean = () => false): Promise<{ ok: number; failed: number; elapsedMs: number; firstError?: string }> {
   let next = 0;
   let ok = 0;
