@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { readBalance } from './balance';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
-import { BALANCE, failedAt, ledgerPk, nowOf, table, transact } from './directory-context';
+import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
 import { BelowHeldError, ReferenceUsedError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
 import { checkWorkspaceId, getWorkspace } from './directory-common';
 import { minorToMicros } from './directory-validate';
@@ -127,18 +127,8 @@ export class DynamoBalancePort implements BalancePort {
       await transact(
         this.ctx,
         [
-          {
-            Update: {
-              TableName: ledger,
-              Key: { pk, sk: BALANCE },
-              UpdateExpression: 'ADD availableMicros :m, creditedMicros :m',
-              // The balance item exists only for a created workspace. The ceiling keeps every
-              // ledger figure (each at most `credited`) an exact JavaScript integer.
-              ConditionExpression: 'attribute_exists(pk) AND creditedMicros <= :ceiling',
-              ExpressionAttributeValues: { ':m': micros, ':ceiling': Number.MAX_SAFE_INTEGER - micros },
-            },
-          },
-          { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
+          balanceChange(ledger, pk, micros),
+          statementPut(ledger, pk, entry),
           ...(reference === undefined
             ? []
             : [{ Put: { TableName: ledger, Item: { pk, sk: `${REF_PREFIX}${reference}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } }]),
@@ -181,18 +171,8 @@ export class DynamoBalancePort implements BalancePort {
         await transact(
           this.ctx,
           [
-            {
-              Update: {
-                TableName: ledger,
-                Key: { pk, sk: BALANCE },
-                UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
-                // `available` excludes what is held, so keeping it at or above zero keeps the balance
-                // at or above what running requests hold; the ceiling keeps figures exact.
-                ConditionExpression: 'attribute_exists(pk) AND availableMicros >= :need AND creditedMicros <= :ceiling',
-                ExpressionAttributeValues: { ':d': delta, ':need': need, ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, delta) },
-              },
-            },
-            { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(at).toISOString()}#${input.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } },
+            balanceChange(ledger, pk, delta, need),
+            statementPut(ledger, pk, entry),
           ],
           async (reasons) => {
             if (!failedAt(reasons, 0)) return undefined;
@@ -234,6 +214,34 @@ export class DynamoBalancePort implements BalancePort {
     } while (start !== undefined && entries.length < limit);
     return entries.slice(0, limit);
   }
+}
+
+/**
+ * The change a top-up or an adjustment makes to slice 0's `BALANCE`: `available` and `credited`
+ * move together, so `credited = available + held + spent` keeps holding. The item exists only for
+ * a created workspace; the ceiling keeps every ledger figure (each at most `credited`) an exact
+ * JavaScript integer. With `needMicros`, `available` must cover it: `available` excludes what is
+ * held, so keeping it at or above zero keeps the balance at or above what running requests hold.
+ */
+function balanceChange(ledger: string, pk: string, deltaMicros: number, needMicros?: number): TransactItem {
+  return {
+    Update: {
+      TableName: ledger,
+      Key: { pk, sk: BALANCE },
+      UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
+      ConditionExpression: `attribute_exists(pk)${needMicros === undefined ? '' : ' AND availableMicros >= :need'} AND creditedMicros <= :ceiling`,
+      ExpressionAttributeValues: {
+        ':d': deltaMicros,
+        ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, deltaMicros),
+        ...(needMicros === undefined ? {} : { ':need': needMicros }),
+      },
+    },
+  };
+}
+
+/** The statement line of a top-up or an adjustment, once per request id. */
+function statementPut(ledger: string, pk: string, entry: StatementEntry): TransactItem {
+  return { Put: { TableName: ledger, Item: { pk, sk: `${STATEMENT_PREFIX}${new Date(entry.at).toISOString()}#${entry.requestId}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } };
 }
 
 /** Raised inside a credit when the reference marker already exists; never leaves this module. */

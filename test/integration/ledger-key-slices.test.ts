@@ -22,7 +22,6 @@ import { ledgerWorkspaces, warm } from '../support/ledger-workspaces';
 let tables: TestTables;
 let wire: DynamoWire;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
@@ -38,7 +37,7 @@ jest.setTimeout(180_000);
 
 const request = requestsTagged('k');
 
-const { workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
+const { ledgerTables, workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
 
 /** The key's real totals over its key slices, read item by item after the load (nothing is moving). */
 async function keyTotalsOf(ws: string, keyId: string, sk: string, used: string, given: string): Promise<{ used: number; slicesWritten: number }> {

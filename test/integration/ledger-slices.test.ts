@@ -23,7 +23,6 @@ import { ledgerWorkspaces } from '../support/ledger-workspaces';
 let tables: TestTables;
 let wire: DynamoWire;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
@@ -39,7 +38,7 @@ jest.setTimeout(180_000);
 
 const request = requestsTagged('s');
 
-const { workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
+const { ledgerTables, workspace, expectSettledInvariant } = ledgerWorkspaces(() => tables);
 
 describe('a workspace over several slices', () => {
   it('200 concurrent requests against a balance covering exactly 37, over 8 slices: exactly 37, refused only on the whole', async () => {
