@@ -17,7 +17,7 @@ import { DynamoBalancePort } from '../../lambdas/store/balance-port';
 import { BelowHeldError } from '../../lambdas/store/directory-errors';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, admitAll, requestsTagged, settlement } from '../support/ledger-fixtures';
-import { ledgerWorkspaces } from '../support/ledger-workspaces';
+import { ledgerWorkspaces, warm } from '../support/ledger-workspaces';
 
 
 let tables: TestTables;
@@ -167,10 +167,7 @@ describe('a workspace over several slices', () => {
   it("an operator's negative adjustment takes credit that sits on other slices, and is refused only when the whole is short", async () => {
     const ws = await workspace(40, 8);
     const ledger = new DynamoLedger(wire, ledgerTables());
-    for (let i = 0; i < 24; i += 1) {
-      const spread = await ledger.admit(request(ws, 1));
-      if (spread.admitted) await ledger.settle(spread.hold, settlement(0));
-    }
+    await warm(ledger, request, ws, OPEN);
     const before = await ledger.readSlices(ws, NOW);
     const total = before.slices.reduce((a, x) => a + x.availableMicros, 0);
     expect(total).toBe(40 * MICROS_PER_MINOR);
