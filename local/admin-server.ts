@@ -10,6 +10,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { ADMIN_MAX_BODY_BYTES, handleAdmin, type AdminDeps } from '../lambdas/admin/app';
 import { adminErrorBody } from '../lambdas/admin/refusals';
+import { listenOn } from './listen';
 
 /** The header the local admin token travels in. */
 export const ADMIN_TOKEN_HEADER = 'authorization';
@@ -92,18 +93,6 @@ export async function serveAdmin(opts: { deps: AdminDeps; token: string; host?: 
       res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, host, () => resolve());
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : opts.port;
-  return {
-    url: `http://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const { port, close } = await listenOn(server, opts.port, host);
+  return { url: `http://${host}:${port}`, close };
 }

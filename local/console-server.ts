@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { CONSOLE_MAX_BODY_BYTES, handleConsole } from '../lambdas/console/app';
 import type { ConsoleDeps } from '../lambdas/console/ports';
+import { listenOn } from './listen';
 
 /** A running local console. */
 export interface ConsoleServer {
@@ -57,20 +58,7 @@ export async function serveConsole(opts: { deps: (port: number) => ConsoleDeps; 
       res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, host, () => resolve());
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : opts.port;
+  const { port, close } = await listenOn(server, opts.port, host);
   deps = opts.deps(port);
-  return {
-    url: `http://localhost:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  return { url: `http://localhost:${port}`, port, close };
 }
