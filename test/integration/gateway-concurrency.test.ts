@@ -3,9 +3,9 @@
  * copy of the handler's module state (AWS: "Each concurrent request handled by the same worker
  * thread shares the same handler object and global state"). This runs the deployed handler
  * (`lambdas/gateway/handler.ts`, middy streaming, its adapters built at module scope from the
- * environment) through the Lambda streaming shim, with 67 invocations in flight in this one
- * process against DynamoDB Local and the upstream simulator, and shows that nothing of one request
- * reaches another:
+ * environment) through the Lambda streaming shim, with 67 invocations in this one process (65 of
+ * them in flight at once) against DynamoDB Local and the upstream simulator, and shows that nothing
+ * of one request reaches another:
  *
  * - request id and trace id: each response, usage row and EMF line carries its own;
  * - key: 32 keys of 8 workspaces, two requests on each at once (the directory cache's shared
