@@ -180,6 +180,11 @@ describe('npm start', () => {
       execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), ...args, '--json'], { env: cliEnv, input }).toString();
     sluice(['provider', 'add', 'selfhosted', '--base-url', state.simulatorUrl, '--auth', 'none']);
     sluice(['model', 'add', 'selfhosted/sim-small', '--input-price', '0.10', '--output-price', '0.40', '--max-output', '1000']);
+    // Local mode's own provider lists at the simulator's real address, not the catalog's placeholder.
+    const providers = (JSON.parse(sluice(['provider', 'list'])) as { providers: { name: string; baseUrl: string | null }[] }).providers;
+    expect(state.simulatorUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(providers.find((p) => p.name === 'local')?.baseUrl).toBe(state.simulatorUrl);
+    expect(providers.find((p) => p.name === 'selfhosted')?.baseUrl).toBe(state.simulatorUrl);
 
     // The low-credit notice, locally: one log line and one event per crossing, never one per run.
     sluice(['workspace', 'low-credit', '-w', String(seed.workspaceId), '--threshold', '1000000']);
