@@ -296,13 +296,16 @@ export async function setKeyCreditLimit(
  * key this way, and a key already ended (or another workspace's) fails the condition. The key
  * keeps when, how and by whom it ended, for the console's list of ended keys.
  */
-function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: number, end: { how: KeyEndedHow; by?: string }) {
+function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: number, end: { how: KeyEndedHow; by?: string; unexpired?: boolean }) {
   return {
     Update: {
       TableName: table(ctx, 'keys'),
       Key: { keyHash },
       UpdateExpression: `SET revokedAt = :now, endedHow = :how${end.by === undefined ? '' : ', endedBy = :by'}`,
-      ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
+      // `unexpired`: a rotation must not replace a key that expired since it was read (SPEC: never renewed).
+      ConditionExpression:
+        'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)' +
+        (end.unexpired === true ? ' AND (attribute_not_exists(expiresAt) OR expiresAt > :now)' : ''),
       ExpressionAttributeValues: { ':now': now, ':ws': workspaceId, ':how': end.how, ...(end.by === undefined ? {} : { ':by': end.by }) },
     },
   };
@@ -349,8 +352,12 @@ export async function revokeKey(
  * Mints a replacement and ends the key it replaces in one transaction (SPEC: the replacement
  * ends the key it replaces in the same motion), so there is never a moment with both or
  * neither. The replacement keeps the key's id, name, member and credit limit: its limit window,
- * its usage and its slot carry on; only the secret changes. It keeps the old expiry when that
- * is still ahead, unless `expiresAt` gives another (null: none). The raw key is returned once.
+ * its usage and its slot carry on; only the secret changes. It keeps the old expiry (always still
+ * ahead, see below), unless `expiresAt` gives another (null: none). The raw key is returned once.
+ *
+ * An expired key is refused (`KeyExpiredError`), here and again in the transaction's condition:
+ * SPEC never renews an expired key, and a live replacement with its id and limit would be one.
+ * It can be revoked, which frees its slot, and a new key created.
  */
 export async function rotateKey(
   ctx: AdminContext,
@@ -361,8 +368,8 @@ export async function rotateKey(
     throw new ValidationError('a key expiry must be an instant in the future');
   }
   const old = await resolveKey(ctx, input);
-  const expiresAt =
-    input.expiresAt === undefined ? (old.expiresAt !== undefined && old.expiresAt > now ? old.expiresAt : undefined) : (input.expiresAt ?? undefined);
+  if (old.expiresAt !== undefined && old.expiresAt <= now) throw new KeyExpiredError(old.keyId, old.expiresAt, 'rotate');
+  const expiresAt = input.expiresAt === undefined ? old.expiresAt : (input.expiresAt ?? undefined);
   const rawKey = mintKey(prefixForStage(ctx.stage));
   const record: KeyRecord = {
     keyHash: hashKey(rawKey),
@@ -378,7 +385,7 @@ export async function rotateKey(
   await transact(
     ctx,
     [
-      endKey(ctx, old.keyHash, input.workspaceId, now, { how: 'rotated', ...(input.by === undefined ? {} : { by: input.by }) }),
+      endKey(ctx, old.keyHash, input.workspaceId, now, { how: 'rotated', unexpired: true, ...(input.by === undefined ? {} : { by: input.by }) }),
       { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
     ],
     (reasons) => (failedAt(reasons, 0) ? new KeyNotFoundError(input.workspaceId, old.keyId) : undefined),

@@ -126,6 +126,29 @@ describe('roles, enforced by the session API', () => {
   });
 });
 
+describe('an expired key in the console', () => {
+  it('is refused a rotation with the management API\'s 409 key_expired (never renewed), and can be revoked', async () => {
+    const minted = await callConsole(deps, owner, 'POST', '/console/api/keys', { name: 'short', expiresAt: new Date(clock + 60_000).toISOString() });
+    expect(minted.status).toBe(201);
+    const keyId = String(minted.body['keyId']);
+    const was = clock;
+    clock += 120_000;
+    try {
+      const rotated = await callConsole(deps, owner, 'POST', `/console/api/keys/${keyId}/rotate`);
+      expect(rotated.status).toBe(409);
+      expect(rotated.body).toEqual({
+        error: { message: expect.stringMatching(/can be revoked .* but not rotated; create a new key$/), type: 'invalid_request_error', param: null, code: 'key_expired', request_id: expect.stringMatching(/^req_/) },
+      });
+      expect(rotated.body).not.toHaveProperty('rawKey');
+      const list = await callConsole(deps, owner, 'GET', '/console/api/keys');
+      expect((list.body['keys'] as { keyId: string; state: string }[]).filter((k) => k.keyId === keyId).map((k) => k.state)).toEqual(['expired']);
+      expect((await callConsole(deps, owner, 'POST', `/console/api/keys/${keyId}/revoke`)).status).toBe(200);
+    } finally {
+      clock = was;
+    }
+  });
+});
+
 describe('sessions, Origin and CSRF', () => {
   it.each([
     ['no Origin', { origin: null }],
