@@ -55,7 +55,7 @@ ${apiForm({ api: 'PUT /console/api/monthly-limit', testId: 'monthly-limit-form',
 ${ownerOnly(s, 'change the spend-rate cap or the monthly limit')}`;
 }
 
-const when = (iso: string | null): string => esc(iso === null ? '—' : iso.slice(0, 16).replace('T', ' '));
+const when = (iso: string | null): string => (iso === null ? '—' : `<time class="nowrap" datetime="${esc(iso)}">${esc(iso.slice(0, 16).replace('T', ' '))}</time>`);
 
 /**
  * Who a management principal is, for the people of the workspace: a member by e-mail, or the
@@ -83,7 +83,7 @@ function keyRow(k: KeyDetail): string[] {
 function endedRow(k: KeyView, all: readonly KeyView[], by: (principal: string | null) => string): { at: string; cells: string[] } {
   if (k.state === 'expired') {
     const revoke = apiButton({ api: `POST /console/api/keys/${k.keyId}/revoke`, label: 'Revoke', testId: `revoke-${k.visible}`, confirm: 'Revoke this expired key? Its key slot frees.' });
-    return { at: k.expiresAt ?? '', cells: [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), 'Expired: it still holds a key slot until revoked, and is never renewed', when(k.expiresAt), 'its expiry date', revoke] };
+    return { at: k.expiresAt ?? '', cells: [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), 'Expired: holds its key slot until revoked; never renewed', when(k.expiresAt), 'its expiry date', revoke] };
   }
   const replacement = all.find((r) => r.keyId === k.keyId && r.createdAt === k.revokedAt && r.visible !== k.visible);
   const how =

@@ -12,9 +12,11 @@
  * request but the refusals it provokes on purpose. Each page is photographed for docs/.
  */
 import { spawn } from 'node:child_process';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { resolve } from 'node:path';
 import type { Page } from 'playwright-core';
 import { aggregate } from '../../lambdas/aggregator/aggregate';
+import { hashKey } from '../../lambdas/core/api-key';
 import { formatMoney, formatMoneyRounded } from '../../lambdas/core/money-format';
 import { tableName } from '../../lambdas/shared/schema';
 import { listAudit } from '../../lambdas/store/audit';
@@ -494,7 +496,7 @@ describe('the console in Chromium', () => {
     await new Promise((done) => setTimeout(done, 1700));
     await owner.goto('/console/keys');
     const expired = await rowCells(owner, 'ended-keys', shortLived.visible);
-    expect(expired[2]).toMatch(/^Expired: it still holds a key slot until revoked/);
+    expect(expired[2]).toMatch(/^Expired: holds its key slot until revoked/);
     await expect(owner.getByTestId(`rotate-${shortLived.visible}`).count()).resolves.toBe(0);
     await expect(owner.getByTestId('keys').getByText(shortLived.visible).count()).resolves.toBe(0);
     await expect(owner.getByTestId('ended-keys').getByTestId(`revoke-${shortLived.visible}`).count()).resolves.toBe(1);
@@ -506,11 +508,31 @@ describe('the console in Chromium', () => {
     await expect(rowCells(owner, 'ended-keys', lapsed.visible)).resolves.toEqual([
       lapsed.visible,
       'nightly',
-      'Expired: it still holds a key slot until revoked, and is never renewed',
+      'Expired: holds its key slot until revoked; never renewed',
       expect.stringMatching(/^\d{4}-/),
       'its expiry date',
       'Revoke',
     ]);
+    // A key that expires while the page is open still shows Rotate: the management API refuses it
+    // (SPEC: never renewed), nothing is minted, and the page says why.
+    const racing = await createKey(admin.ctx, { workspaceId: stack.workspaceId, name: 'racing', expiresAt: Date.now() + 86_400_000 });
+    await owner.reload();
+    const rotate = owner.getByTestId(`rotate-${racing.visible}`);
+    await rotate.waitFor();
+    await stack.tables.doc.send(
+      new UpdateCommand({
+        TableName: tableName(stack.tables.prefix, 'keys'),
+        Key: { keyHash: hashKey(racing.rawKey) },
+        UpdateExpression: 'SET expiresAt = :past',
+        ExpressionAttributeValues: { ':past': Date.now() - 1000 },
+      }),
+    );
+    provoke('POST', `/console/api/keys/${racing.keyId}/rotate`, 409);
+    await rotate.click();
+    await owner.locator('.flash').getByText(/can be revoked .* but not rotated; create a new key/).waitFor();
+    await expect(owner.getByTestId('secret').isVisible()).resolves.toBe(false);
+    await owner.reload();
+    expect((await rowCells(owner, 'ended-keys', racing.visible))[2]).toMatch(/^Expired/);
     await screenshot(owner, 'console-keys-ended');
   });
 
