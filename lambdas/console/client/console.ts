@@ -1,9 +1,10 @@
 /// <reference lib="dom" />
 /**
- * The console's one script (bundled by esbuild with `@simplewebauthn/browser` and uPlot): it
- * sends the page's forms and buttons to the session API as JSON with the session's CSRF token,
- * shows a new key or invitation link once with a copy button, runs passkey sign-in and joining,
- * and draws the usage charts. Everything else is server-rendered.
+ * The console's one script (bundled by esbuild with `@simplewebauthn/browser`, uPlot and the
+ * core's money formatting): it sends the page's forms and buttons to the session API as JSON with
+ * the session's CSRF token, shows a new key or invitation link once with a copy button (and the
+ * page's tables, read again, with its row), swaps an amount with its exact figure on a click, runs
+ * passkey sign-in and joining, and draws the usage charts. Everything else is server-rendered.
  */
 import { startAuthentication, startRegistration } from '@simplewebauthn/browser';
 import uPlot from 'uplot';
