@@ -49,6 +49,19 @@ export interface StreamPollerOptions {
   readonly autoStart?: boolean;
   /** @default console.error */
   readonly log?: (message: string) => void;
+  /**
+   * Where to resume: for each shard id, the sequence number of the last record already done with
+   * (what {@link StreamPoller.checkpoints} returned before). Shards not named here start at
+   * TRIM_HORIZON; ids of another stream (a table made again) simply match nothing.
+   * @default every shard from TRIM_HORIZON
+   */
+  readonly resumeAfter?: Readonly<Record<string, string>>;
+  /**
+   * How often a pass lists the stream's shards again (DescribeStream), in milliseconds; passes in
+   * between poll the shards already known. Tables whose shards rarely change can be polled often
+   * without a DescribeStream each time. @default 0 (every pass)
+   */
+  readonly discoverEveryMs?: number;
 }
 
 /** A running poller. */
@@ -58,6 +71,8 @@ export interface StreamPoller {
   pollOnce(): Promise<number>;
   /** Passes until one finds nothing; resolves to the records handed over in total. */
   drain(): Promise<number>;
+  /** For each shard, the sequence number of the last record done with, for `resumeAfter`. */
+  checkpoints(): Record<string, string>;
   /** Stops polling; resolves once the current pass (and its handler call) is over. */
   stop(): Promise<void>;
 }
@@ -110,8 +125,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return next;
   };
 
+  let discoveredAt: number | undefined;
   async function pass(): Promise<number> {
-    await discoverShards();
+    const now = Date.now();
+    if (discoveredAt === undefined || now - discoveredAt >= (options.discoverEveryMs ?? 0)) {
+      await discoverShards();
+      discoveredAt = now;
+    }
     let delivered = 0;
     for (const shard of shards.values()) {
       if (shard.finished || !parentDone(shard)) continue;
@@ -133,7 +153,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
 
   function addShard(shard: Shard): void {
     if (shard.ShardId === undefined || shards.has(shard.ShardId)) return;
-    shards.set(shard.ShardId, { shardId: shard.ShardId, parentShardId: shard.ParentShardId, failures: 0, finished: false });
+    shards.set(shard.ShardId, {
+      shardId: shard.ShardId,
+      parentShardId: shard.ParentShardId,
+      checkpoint: options.resumeAfter?.[shard.ShardId],
+      failures: 0,
+      finished: false,
+    });
   }
 
   /** A child shard waits for its parent, so each key's records stay in order. */
@@ -264,6 +290,11 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
   return {
     streamArn,
     pollOnce: serialised,
+    checkpoints(): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const shard of shards.values()) if (shard.checkpoint !== undefined) out[shard.shardId] = shard.checkpoint;
+      return out;
+    },
     async drain(): Promise<number> {
       let total = 0;
       // Bounded: a batch that keeps failing is given up after maxRetries passes anyway.
