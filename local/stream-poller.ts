@@ -21,6 +21,7 @@ import {
   TrimmedDataAccessException,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { repeat } from './repeat';
 import { makeDynamoClient } from './tables';
 
 /** The handler the poller invokes, like a stream-triggered Lambda's. */
@@ -264,27 +265,12 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return false;
   }
 
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = async (): Promise<void> => {
-    while (!stopped) {
-      try {
-        await serialised();
-      } catch (err) {
-        log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
-    }
-  };
-  const running = options.autoStart === false ? Promise.resolve() : loop();
+  const looping =
+    options.autoStart === false
+      ? undefined
+      : repeat(intervalMs, serialised, (err) =>
+          log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`),
+        );
 
   let stopping: Promise<void> | undefined;
   return {
@@ -308,9 +294,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     },
     stop: () =>
       (stopping ??= (async () => {
-        stopped = true;
-        wake?.();
-        await running;
+        await looping?.stop();
         await queue;
         streams.destroy();
       })()),

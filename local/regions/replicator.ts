@@ -36,6 +36,7 @@ import {
   ReturnValue,
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { repeat } from '../repeat';
 import { type StreamPoller, startStreamPoller } from '../stream-poller';
 import { fromSdkImage, type JsonImage, toSdkImage } from './images';
 import { type BookState, type BookStats, type Plan, ReplicationBook } from './replication-book';
@@ -323,27 +324,8 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
     await writeState(options.stateFile, state);
   }
 
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = async (): Promise<void> => {
-    while (!stopped) {
-      try {
-        await pass();
-      } catch (err) {
-        log(`[replicator] pass failed: ${message(err)}`);
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollIntervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
-    }
-  };
-  const running = options.autoStart === false ? Promise.resolve() : loop();
+  const looping =
+    options.autoStart === false ? undefined : repeat(pollIntervalMs, pass, (err) => log(`[replicator] pass failed: ${message(err)}`));
 
   let stopping: Promise<void> | undefined;
   return {
@@ -373,9 +355,7 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
     },
     stop: () =>
       (stopping ??= (async () => {
-        stopped = true;
-        wake?.();
-        await running;
+        await looping?.stop();
         await passing;
         await Promise.all(readers.map((r) => r.poller?.stop()));
         if (options.stateFile !== undefined) await save();

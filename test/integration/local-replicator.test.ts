@@ -25,7 +25,9 @@ import { startReplicator, type Replicator } from '../../local/regions/replicator
 import { startStreamPoller } from '../../local/stream-poller';
 import { makeDynamoClient } from '../../local/tables';
 
-jest.setTimeout(180_000);
+// Two DynamoDB Locals of its own, started (and one restarted) on a shared two-core machine that
+// can be very busy: a JVM has been measured taking 15 s to answer at a load average of 28.
+jest.setTimeout(300_000);
 
 const REPO = resolve(__dirname, '..', '..');
 
@@ -43,14 +45,14 @@ const running: Replicator[] = [];
 const children: ChildProcess[] = [];
 
 async function startRegion(name: string, dataDir: string, port?: number): Promise<Region> {
-  const db = await startDynamoLocal({ dataDir, port, readyTimeoutMs: 60_000 });
+  const db = await startDynamoLocal({ dataDir, port, readyTimeoutMs: 240_000 });
   return { name, db, client: makeDynamoClient(db.endpoint), dataDir };
 }
 
 beforeAll(async () => {
   home = await mkdtemp(join(tmpdir(), 'sluice-replicator-'));
   [east, west] = await Promise.all([startRegion('east', join(home, 'east')), startRegion('west', join(home, 'west'))]);
-});
+}, 300_000);
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((r) => r.stop()));
