@@ -19,7 +19,8 @@
  *   same stream, shard and sequence numbers, measured), so reading resumes where it stopped and
  *   the writes due there while it was down are made when it answers again, latest version only.
  *   A DynamoDB Local run in memory loses everything: the replicator then sees a new stream and
- *   forgets what that region held.
+ *   forgets what that region held. One that hangs is marked down after `readTimeoutMs`, so the
+ *   other regions are not held up, and caught up when it answers.
  *
  * Differences from global tables, beyond the write-time precision (see `replication-book.ts`):
  * writes are copied item by item in one process, so a transaction's items arrive one at a time
@@ -70,6 +71,8 @@ export interface ReplicatorOptions {
   readonly forgetAfterMs?: number;
   /** How long a region that failed is left alone before it is tried again, milliseconds. @default 500 */
   readonly retryDownMs?: number;
+  /** A stream read that takes longer marks its region down (a hung database), milliseconds. @default 10000 */
+  readonly readTimeoutMs?: number;
   /** Writes in flight at once. @default 16 */
   readonly concurrency?: number;
   /** Run passes in the background; false leaves them to `pass()`. @default true */
@@ -134,6 +137,7 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
   const idlePollMs = Math.max(pollIntervalMs, options.idlePollMs ?? 250);
   const persistEveryMs = options.persistEveryMs ?? 250;
   const retryDownMs = options.retryDownMs ?? 500;
+  const readTimeoutMs = options.readTimeoutMs ?? 10_000;
   const concurrency = Math.max(1, options.concurrency ?? 16);
   const forgetAfter = (): number => options.forgetAfterMs ?? Math.max(10_000, 10 * lagMs);
 
@@ -142,18 +146,21 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
   if (saved !== undefined) book.startReplay(options.tables);
 
   const clients = new Map<string, DynamoDBClient>();
-  for (const region of options.regions) clients.set(region.name, regionClient(region.endpoint));
+  for (const region of options.regions) clients.set(region.name, regionClient(region.endpoint, readTimeoutMs));
   await checkStreams(options.regions, options.tables, clients);
 
+  /** A poller and the records it handed over in the pass under way (its own: an abandoned one's late records go nowhere). */
+  interface Stream {
+    readonly poller: StreamPoller;
+    readonly buffer: { keys: JsonImage; image: JsonImage | null }[];
+  }
   /** One stream: its poller (made when the region answers), how often to read it, where it was read to. */
   interface Reader {
     readonly region: ReplicatedRegion;
     readonly table: string;
-    poller?: StreamPoller;
+    stream?: Stream;
     streamArn?: string;
     checkpoints: Record<string, string>;
-    /** Records the poller handed over in the pass under way. */
-    readonly buffer: { keys: JsonImage; image: JsonImage | null }[];
     nextAt: number;
     idleMs: number;
     /** When its last read started, if that read found nothing new (for `settle`). */
@@ -168,7 +175,6 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
         table,
         streamArn: previous?.streamArn,
         checkpoints: { ...(previous?.checkpoints ?? {}) },
-        buffer: [],
         nextAt: 0,
         idleMs: pollIntervalMs,
       });
@@ -196,39 +202,14 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
   async function readStream(reader: Reader): Promise<{ read: number; startedAt: number } | undefined> {
     const name = reader.region.name;
     if (!isUp(name) || clock() < reader.nextAt) return undefined;
+    const stream = reader.stream ?? (await within(openStream(reader), readTimeoutMs).catch((err: unknown) => fail(reader, err)));
+    if (stream === undefined) return undefined;
     try {
-      if (reader.poller === undefined) {
-        const poller = await startStreamPoller({
-          endpoint: reader.region.endpoint,
-          tableName: reader.table,
-          autoStart: false,
-          batchSize: PAGE,
-          discoverEveryMs: 5_000,
-          resumeAfter: reader.checkpoints,
-          log,
-          handler: async (event: DynamoDBStreamEvent) => {
-            for (const record of event.Records) {
-              const keys = record.dynamodb?.Keys;
-              if (keys === undefined) continue;
-              // No new image: a delete, by a request or by TTL (DynamoDB Local names the latter
-              // UNKNOWN_TO_SDK_VERSION; deployed it is REMOVE with a service userIdentity).
-              reader.buffer.push({ keys: keys as JsonImage, image: (record.dynamodb?.NewImage as JsonImage | undefined) ?? null });
-            }
-          },
-        });
-        if (reader.streamArn !== undefined && reader.streamArn !== poller.streamArn) {
-          // A new stream: the table was made again, or DynamoDB Local lost its data.
-          log(`[replicator] ${name} ${reader.table} has a new stream; what that region held is forgotten`);
-          book.forgetRegion(name);
-        }
-        reader.streamArn = poller.streamArn;
-        reader.poller = poller;
-      }
       const startedAt = clock();
-      const read = await reader.poller.pollOnce();
+      const read = await within(stream.poller.pollOnce(), readTimeoutMs);
       const now = clock();
-      for (const record of reader.buffer.splice(0)) book.observe(name, reader.table, record.keys, record.image, now);
-      reader.checkpoints = reader.poller.checkpoints();
+      for (const record of stream.buffer.splice(0)) book.observe(name, reader.table, record.keys, record.image, now);
+      reader.checkpoints = stream.poller.checkpoints();
       markUp(name);
       if (read > 0) {
         dirty = true;
@@ -239,14 +220,48 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
       }
       return { read, startedAt };
     } catch (err) {
-      markDown(name, err);
-      reader.emptyAt = undefined;
-      // Read again from the last checkpoint with a new poller once the region answers.
-      await reader.poller?.stop().catch(() => undefined);
-      reader.poller = undefined;
-      reader.buffer.splice(0);
-      return undefined;
+      return fail(reader, err);
     }
+  }
+
+  async function openStream(reader: Reader): Promise<Stream> {
+    const buffer: Stream['buffer'] = [];
+    const poller = await startStreamPoller({
+      endpoint: reader.region.endpoint,
+      tableName: reader.table,
+      autoStart: false,
+      batchSize: PAGE,
+      discoverEveryMs: 5_000,
+      resumeAfter: reader.checkpoints,
+      log,
+      handler: async (event: DynamoDBStreamEvent) => {
+        for (const record of event.Records) {
+          const keys = record.dynamodb?.Keys;
+          if (keys === undefined) continue;
+          // No new image: a delete, by a request or by TTL (DynamoDB Local names the latter
+          // UNKNOWN_TO_SDK_VERSION; deployed it is REMOVE with a service userIdentity).
+          buffer.push({ keys: keys as JsonImage, image: (record.dynamodb?.NewImage as JsonImage | undefined) ?? null });
+        }
+      },
+    });
+    if (reader.streamArn !== undefined && reader.streamArn !== poller.streamArn) {
+      // A new stream: the table was made again, or DynamoDB Local lost its data.
+      log(`[replicator] ${reader.region.name} ${reader.table} has a new stream; what that region held is forgotten`);
+      book.forgetRegion(reader.region.name);
+    }
+    reader.streamArn = poller.streamArn;
+    reader.stream = { poller, buffer };
+    return reader.stream;
+  }
+
+  /** A read failed or hung: the region rests, and is read again from the last checkpoint by a new poller. */
+  function fail(reader: Reader, err: unknown): undefined {
+    markDown(reader.region.name, err);
+    reader.emptyAt = undefined;
+    // Not awaited: a hung poller's stop would wait for its hung read.
+    void reader.stream?.poller.stop().catch(() => undefined);
+    reader.stream = undefined;
+    return undefined;
   }
 
   async function apply(plan: Plan): Promise<void> {
@@ -357,21 +372,30 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
       (stopping ??= (async () => {
         await looping?.stop();
         await passing;
-        await Promise.all(readers.map((r) => r.poller?.stop()));
+        await Promise.all(readers.map((r) => r.stream?.poller.stop()));
         if (options.stateFile !== undefined) await save();
         for (const client of clients.values()) client.destroy();
       })()),
   };
 }
 
+/** Rejects when `promise` takes longer than `ms`. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 /** A client for one region: one attempt, short timeouts, so a dead region is noticed and skipped fast. */
-function regionClient(endpoint: string): DynamoDBClient {
+function regionClient(endpoint: string, requestTimeoutMs: number): DynamoDBClient {
   return new DynamoDBClient({
     endpoint,
     region: 'local',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     maxAttempts: 1,
-    requestHandler: { connectionTimeout: 2_000, requestTimeout: 10_000, throwOnRequestTimeout: true },
+    requestHandler: { connectionTimeout: 2_000, requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true },
   });
 }
 

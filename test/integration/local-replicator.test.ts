@@ -298,6 +298,26 @@ describe('the local replicator, running', () => {
     expect(await history(east, name)).toEqual(['x0 east', 'x1 west', 'x2 while-west-was-down', 'x0 east-again', 'x1 -deleted-']);
   });
 
+  it('marks a region whose database hangs (SIGSTOP) down, and catches it up when it answers again', async () => {
+    const name = await table();
+    const r = await startReplicator({ regions: regions(), tables: [name], lagMs: 100, pollIntervalMs: 20, retryDownMs: 200, readTimeoutMs: 1_000, log: () => undefined });
+    running.push(r);
+    process.kill(west.db.pid, 'SIGSTOP');
+    try {
+      await put(east, name, 'h1', 'while-west-hung');
+      await eventually(async () => r.stats().down.includes('west'), 'the replicator to see west hang');
+      // East's writes keep being read while west is down.
+      await put(east, name, 'h2', 'also');
+      await eventually(async () => r.stats().local === 2, "both of east's writes read");
+    } finally {
+      process.kill(west.db.pid, 'SIGCONT');
+    }
+    await r.settle({ timeoutMs: 120_000 });
+    expect(await value(west, name, 'h1')).toBe('while-west-hung');
+    expect(await value(west, name, 'h2')).toBe('also');
+    expect((await history(west, name)).sort()).toEqual(['h1 while-west-hung', 'h2 also']);
+  });
+
   it('resumes from its saved state after the replicator itself was killed with SIGKILL', async () => {
     const name = await table();
     const stateFile = join(home, `state-${name}`, 'replicator.json');
