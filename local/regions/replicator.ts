@@ -147,7 +147,12 @@ export async function startReplicator(options: ReplicatorOptions): Promise<Repli
 
   const clients = new Map<string, DynamoDBClient>();
   for (const region of options.regions) clients.set(region.name, regionClient(region.endpoint, readTimeoutMs));
-  await checkStreams(options.regions, options.tables, clients);
+  try {
+    await checkStreams(options.regions, options.tables, clients);
+  } catch (err) {
+    for (const client of clients.values()) client.destroy();
+    throw err;
+  }
 
   /** A poller and the records it handed over in the pass under way (its own: an abandoned one's late records go nowhere). */
   interface Stream {

@@ -73,8 +73,8 @@ function regions(): { name: string; endpoint: string }[] {
   return [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint }));
 }
 
-/** A fresh table in both regions (its own stream), TTL on `ttl` where asked. */
-async function table(options: { ttlIn?: readonly Region[] } = {}): Promise<string> {
+/** A fresh table in both regions (its own stream, unless asked without), TTL on `ttl` where asked. */
+async function table(options: { ttlIn?: readonly Region[]; stream?: false } = {}): Promise<string> {
   const name = `rep-${randomBytes(4).toString('hex')}`;
   for (const region of [east, west]) {
     await region.client.send(
@@ -89,7 +89,7 @@ async function table(options: { ttlIn?: readonly Region[] } = {}): Promise<strin
           { AttributeName: 'pk', KeyType: 'HASH' },
           { AttributeName: 'sk', KeyType: 'RANGE' },
         ],
-        StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' },
+        StreamSpecification: options.stream === false ? undefined : { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' },
       }),
     );
     if (options.ttlIn?.includes(region)) {
@@ -238,6 +238,13 @@ describe('the local replicator, driven pass by pass on a clock of its own', () =
 });
 
 describe('the local replicator, running', () => {
+  it('refuses a table that streams no new images: there would be nothing to copy from', async () => {
+    const name = await table({ stream: false });
+    await expect(startReplicator({ regions: regions(), tables: [name], log: () => undefined })).rejects.toThrow(
+      `table ${name} in region east must stream new images to be replicated (it streams none)`,
+    );
+  });
+
   it('copies a TTL delete to the other region', async () => {
     // TTL only in east, so the delete west sees can only be east's, copied.
     const name = await table({ ttlIn: [east] });
