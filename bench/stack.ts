@@ -52,14 +52,17 @@ export class Cleanup {
   }
 }
 
-/** A run's cleanup, run on SIGINT/SIGTERM and by the watchdog; `disarm` ends the watchdog. */
+/**
+ * A run's cleanup, run on SIGINT/SIGTERM and by the watchdog; `disarm` ends the watchdog and lets
+ * go of the signals (call it once the cleanup has run, so a later part of the run can arm its own).
+ */
 export interface RunGuard {
   readonly cleanup: Cleanup;
   disarm(): void;
 }
 
 /** Arms the signals and the watchdog before anything is started, so nothing outlives the run. */
-export function guardRun(): RunGuard {
+export function guardRun(watchdogMs = WATCHDOG_MS): RunGuard {
   const cleanup = new Cleanup();
   const onSignal = (signal: NodeJS.Signals): void => {
     log(`${signal}: stopping`);
@@ -67,12 +70,22 @@ export function guardRun(): RunGuard {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  const disarmSignals = (): void => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
   const watchdog = setTimeout(() => {
-    log(`the run exceeded ${WATCHDOG_MS / 1000} s: stopping`);
+    log(`the run exceeded ${watchdogMs / 1000} s: stopping`);
     void cleanup.run().finally(() => process.exit(2));
-  }, WATCHDOG_MS);
+  }, watchdogMs);
   watchdog.unref();
-  return { cleanup, disarm: () => clearTimeout(watchdog) };
+  return {
+    cleanup,
+    disarm: () => {
+      clearTimeout(watchdog);
+      disarmSignals();
+    },
+  };
 }
 
 /** The running stack every phase is handed. */
