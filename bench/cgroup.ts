@@ -187,9 +187,15 @@ export class CpuCap {
     return parseCpuStat(this.fs.read(path.join(this.dir, 'cpu.stat')), this.version);
   }
 
+  /** Whether the group is gone. */
+  get isRemoved(): boolean {
+    return this.removed;
+  }
+
   /**
    * Moves every process it took back where it came from (those still alive: `alive(pid)`), then
-   * removes the group. Idempotent; never throws (it runs in cleanups and exit handlers).
+   * removes the group; returns what it could not do. One attempt, synchronous (an exit handler
+   * can call it); idempotent; never throws.
    */
   remove(alive: (pid: number) => boolean = processAlive): string[] {
     if (this.removed) return [];
@@ -210,6 +216,21 @@ export class CpuCap {
     }
     return problems;
   }
+}
+
+/**
+ * `cap.remove()` until the group is gone, `attempts` times `delayMs` apart: a process that is
+ * exiting (a Ctrl-C reaches the gateway too) is not moved out, and holds the group until it has
+ * exited. Returns what was still not done at the end (nothing when the group is gone).
+ */
+export async function releaseCap(cap: Pick<CpuCap, 'remove' | 'isRemoved'>, attempts = 50, delayMs = 100, alive: (pid: number) => boolean = processAlive): Promise<string[]> {
+  let problems: string[] = [];
+  for (let i = 0; i < attempts; i += 1) {
+    problems = cap.remove(alive);
+    if (cap.isRemoved) return [];
+    await new Promise((r) => setTimeout(r, delayMs));
+  }
+  return problems;
 }
 
 /** Whether a process exists (signal 0 checks without sending). */

@@ -27,7 +27,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { Options, Plan } from './args';
 import { mergeBenchJson } from './bench-json';
-import { CpuCap, detectCpuCgroup, quotaFor, statDelta, type CpuStat } from './cgroup';
+import { CpuCap, detectCpuCgroup, quotaFor, releaseCap, statDelta, type CpuStat } from './cgroup';
 import { stageProfiles } from './cost-inputs';
 import { post, postStream } from './load';
 import { chunkGaps } from './phases/chunk-gaps';
@@ -162,8 +162,10 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
     const cap = CpuCap.create(support);
     // Registered after the gateway's stop, so it runs first: the process back out, the group gone.
     run.cleanup.add('CPU cgroup', async () => {
-      for (const p of cap.remove()) log(`CPU cgroup cleanup: ${p}`);
+      for (const p of await releaseCap(cap)) log(`CPU cgroup cleanup: ${p}`);
     });
+    // Should the process end without its cleanup, one last synchronous try.
+    process.once('exit', () => void cap.remove());
     log(`CPU share: cgroup ${support.version} ${cap.dir}, period ${PERIOD_US} us; gateway pid ${gw.pid} alone in it; sizes ${sizes.join(', ')} MB`);
     await warmUp(stack, plan);
     cap.limit(quotaFor(sizes[0] as number, PERIOD_US, MB_PER_VCPU), PERIOD_US);

@@ -64,12 +64,20 @@ export interface RunGuard {
 /** Arms the signals and the watchdog before anything is started, so nothing outlives the run. */
 export function guardRun(watchdogMs = WATCHDOG_MS): RunGuard {
   const cleanup = new Cleanup();
+  let stopping = false;
+  // Kept for every signal, not once: a second Ctrl-C (or tsx relaying the first one again) must
+  // not end the process halfway through its cleanup. The watchdog still bounds the cleanup.
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      log(`${signal}: still stopping`);
+      return;
+    }
+    stopping = true;
     log(`${signal}: stopping`);
     void cleanup.run().finally(() => process.exit(130));
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   const disarmSignals = (): void => {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -5,7 +5,7 @@
  * removed). And the memory read from `/proc/<pid>/status` (`bench/proc-status.ts`).
  */
 import path from 'node:path';
-import { CgroupError, CpuCap, detectCpuCgroup, groupOf, parseCpuStat, quotaFor, statDelta, type CgroupFs } from '../../bench/cgroup';
+import { CgroupError, CpuCap, detectCpuCgroup, groupOf, parseCpuStat, quotaFor, releaseCap, statDelta, type CgroupFs } from '../../bench/cgroup';
 import { parseProcStatus, procMemory } from '../../bench/proc-status';
 
 /** A cgroup file system in memory: directories, files, and the processes each group holds. */
@@ -172,6 +172,20 @@ describe('CpuCap', () => {
     expect(problems).toHaveLength(2);
     expect(problems[0]).toMatch(/moving 9 back to \/gone/);
     expect(problems[1]).toMatch(/EBUSY/);
+  });
+
+  it('keeps trying while an exiting process still holds the group, then gives up saying why', async () => {
+    const fs = V1();
+    const cap = CpuCap.create({ ok: true, version: 'v1', dir: '/cg/cpu' }, 'bench-6', fs);
+    cap.add(11, '1:cpu:/\n');
+    // The process is exiting: it is not moved out (the write is ignored), and it leaves the group on its own later.
+    let tries = 0;
+    const exiting = { remove: () => (++tries < 3 ? ['removing: EBUSY'] : cap.remove(() => false)), get isRemoved() { return cap.isRemoved; } };
+    fs.procs.get('/cg/cpu/bench-6')?.clear();
+    expect(await releaseCap(exiting, 10, 1)).toEqual([]);
+    expect(tries).toBe(3);
+    const stuck = { remove: () => ['removing: EBUSY'], isRemoved: false };
+    expect(await releaseCap(stuck, 3, 1)).toEqual(['removing: EBUSY']);
   });
 
   it('reads its throttling', () => {
