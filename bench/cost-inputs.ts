@@ -7,7 +7,7 @@
  */
 import { stageSettings, STAGE_NAMES } from '../lib/stage';
 import { TABLES } from '../lambdas/shared/schema';
-import { LIMIT_VARIANTS, type LimitVariant, type Measured, type OverheadPoint, type StageProfile, type StoreUnits } from './cost-model';
+import { LIMIT_VARIANTS, type AggregatorPoint, type LimitVariant, type ManagedProfile, type Measured, type OverheadPoint, type StageProfile, type StoreUnits, type StreamBatching } from './cost-model';
 
 type Json = Readonly<Record<string, unknown>>;
 
@@ -28,34 +28,61 @@ function at(root: unknown, ...path: readonly string[]): unknown {
 /** The load of today's store map whose requests are a service's typical mix: many workspaces, one key each. */
 const TYPICAL_LOAD = 'many workspaces';
 
+/** The store map's name for a variant's limits, and the model's. */
+const VARIANT_OF: Readonly<Record<string, LimitVariant>> = { none: 'noLimits', every: 'allLimits' };
+
+function batchingFrom(v: unknown): StreamBatching | undefined {
+  const batchSize = num(at(v, 'batchSize'));
+  const windowSeconds = num(at(v, 'windowSeconds'));
+  const recordsPerRequest = num(at(v, 'recordsPerRequest'));
+  const rowsPerRequest = num(at(v, 'rowsPerRequest'));
+  const shards = num(at(v, 'shards'));
+  return batchSize === undefined || windowSeconds === undefined || recordsPerRequest === undefined || rowsPerRequest === undefined || shards === undefined
+    ? undefined
+    : { batchSize, windowSeconds, recordsPerRequest, rowsPerRequest, shards };
+}
+
 /**
- * The store map's figures (bench.json `storeMap`) as units per request, or undefined when it holds
- * none. Today's map reports write units per request by source (`gateway`, `aggregator`) for each
- * load, with no read units and no limit variants; the aggregator is measured at the batch size its
- * stream poller used. The `store-rows` branch is changing it to report read units and both limit
- * variants: this function follows its field names, and nothing else in the model does.
+ * The store map's figures (bench.json `storeMap`) as units, or undefined when it holds none. The
+ * one function that knows the store map's field names.
+ *
+ * - `storeMap.variants` (the `store-rows` branch, in progress): per variant (`limits`: `none`,
+ *   `every`) the gateway's write and read units per request, and the aggregator's per request at
+ *   the batches it gets at each rate (`aggregator["<rate>"].rowsPerBatch`); the mapping's
+ *   batching (`aggregatorBatching`) and one sweeper run (`sweeperRun`).
+ * - Today's map: write units per request by source for each load, no reads, no variants, the
+ *   aggregator at the one batch size its stream poller used: the many-workspace load stands for
+ *   both variants.
  */
 export function storeUnitsFrom(storeMap: unknown): StoreUnits | undefined {
   const map = obj(storeMap);
   if (map === undefined) return undefined;
-  // Per component and limit variant, when the map reports them (`perVariant.<variant>.<source>`).
-  const perVariant = obj(map.perVariant);
-  if (perVariant !== undefined) {
+  if (Array.isArray(map.variants) && map.variants.length > 0) {
     const gateway = {} as Record<LimitVariant, { writeUnits: number; readUnits: number | null }>;
-    for (const v of LIMIT_VARIANTS) {
-      const w = num(at(perVariant, v, 'gateway', 'writeUnits'));
-      if (w === undefined) return undefined;
-      gateway[v] = { writeUnits: w, readUnits: num(at(perVariant, v, 'gateway', 'readUnits')) ?? null };
-    }
-    const batches = at(map, 'aggregatorByBatch');
-    const aggregator = Array.isArray(batches)
-      ? batches.flatMap((b) => {
-          const batchSize = num(at(b, 'batchSize'));
-          const writeUnits = num(at(b, 'writeUnits'));
-          return batchSize === undefined || writeUnits === undefined ? [] : [{ batchSize, writeUnits, readUnits: num(at(b, 'readUnits')) ?? null }];
+    const aggregator = {} as Record<LimitVariant, AggregatorPoint[]>;
+    for (const v of map.variants) {
+      const variant = VARIANT_OF[String(at(v, 'limits'))];
+      const writeUnits = num(at(v, 'gateway', 'writeUnits'));
+      if (variant === undefined || writeUnits === undefined) continue;
+      gateway[variant] = { writeUnits, readUnits: num(at(v, 'gateway', 'readUnits')) ?? null };
+      aggregator[variant] = Object.values(obj(at(v, 'aggregator')) ?? {})
+        .flatMap((p) => {
+          const batchSize = num(at(p, 'rowsPerBatch'));
+          const units = num(at(p, 'writeUnits'));
+          return batchSize === undefined || units === undefined ? [] : [{ batchSize, writeUnits: units, readUnits: num(at(p, 'readUnits')) ?? null }];
         })
-      : [];
-    return { source: 'storeMap.perVariant, storeMap.aggregatorByBatch', gateway, aggregator };
+        .sort((x, y) => x.batchSize - y.batchSize);
+    }
+    if (LIMIT_VARIANTS.some((v) => gateway[v] === undefined)) return undefined;
+    const batching = batchingFrom(at(map, 'aggregatorBatching'));
+    const sweeperReads = num(at(map, 'sweeperRun', 'readUnits'));
+    return {
+      source: 'storeMap.variants (limits none and every), storeMap.aggregatorBatching, storeMap.sweeperRun',
+      gateway,
+      aggregator,
+      ...(batching === undefined ? {} : { batching }),
+      ...(sweeperReads === undefined ? {} : { sweeperRun: { readUnits: sweeperReads, writeUnits: num(at(map, 'sweeperRun', 'writeUnits')) ?? 0 } }),
+    };
   }
   const loads = Array.isArray(map.loads) ? map.loads : [];
   const load = loads.find((l) => at(l, 'name') === TYPICAL_LOAD);
@@ -64,18 +91,20 @@ export function storeUnitsFrom(storeMap: unknown): StoreUnits | undefined {
   const batchSize = num(map.aggregatorBatchSize) ?? 100;
   if (gatewayUnits === undefined || aggregatorUnits === undefined) return undefined;
   const one = { writeUnits: gatewayUnits, readUnits: null };
+  const points = [{ batchSize, writeUnits: aggregatorUnits, readUnits: null }];
   return {
     source: `storeMap.loads["${TYPICAL_LOAD}"].perRequest (one figure for both limit variants; aggregator at batch ${batchSize} only; no read units)`,
     gateway: { noLimits: one, allLimits: one },
-    aggregator: [{ batchSize, writeUnits: aggregatorUnits, readUnits: null }],
+    aggregator: { noLimits: points, allLimits: points },
   };
 }
 
 /** The issue's figures (the bench's store map before the store's redesign), when bench.json has no store map. */
+const STATED_POINTS = [{ batchSize: 100, writeUnits: 14, readUnits: null }];
 const STATED_STORE: StoreUnits = {
   source: 'stated: issue 21 (gateway ~23, aggregator ~14 write units per request at local batch sizes); no store map in bench.json',
   gateway: { noLimits: { writeUnits: 23, readUnits: null }, allLimits: { writeUnits: 23, readUnits: null } },
-  aggregator: [{ batchSize: 100, writeUnits: 14, readUnits: null }],
+  aggregator: { noLimits: STATED_POINTS, allLimits: STATED_POINTS },
 };
 
 /** Stated stand-ins for what the cost phase measures (docs/cost.md gives their reasons). */
@@ -178,10 +207,28 @@ export function measuredFrom(bench: unknown): Measured {
   };
 }
 
+/**
+ * A stage's managed-instance settings (lib/stage.ts `managedInstances`, which the `managed`
+ * branch adds), read without depending on their type; undefined when the settings lack them.
+ */
+export function managedFrom(settings: unknown): ManagedProfile | undefined {
+  const m = obj(at(settings, 'managedInstances'));
+  if (m === undefined) return undefined;
+  const perEnvironmentConcurrency = num(m.perEnvironmentConcurrency);
+  const minEnvironments = num(m.minEnvironments);
+  const memoryMb = num(m.memoryMb);
+  const memoryGiBPerVcpu = num(m.memoryGiBPerVcpu);
+  const natGateways = num(m.natGateways);
+  if (perEnvironmentConcurrency === undefined || minEnvironments === undefined || memoryMb === undefined || memoryGiBPerVcpu === undefined || natGateways === undefined) return undefined;
+  const types = Array.isArray(m.instanceTypes) ? m.instanceTypes.filter((t): t is string => typeof t === 'string') : undefined;
+  return { ...(types === undefined || types.length === 0 ? {} : { instanceTypes: types }), perEnvironmentConcurrency, minEnvironments, memoryMb, memoryGiBPerVcpu, natGateways };
+}
+
 /** Every deployable stage's settings the model needs, from lib/stage.ts. */
 export function stageProfiles(): StageProfile[] {
   return STAGE_NAMES.map((name) => {
     const s = stageSettings(name);
-    return { name, gatewayMemoryMb: s.gatewayMemoryMb, workerMemoryMb: s.workerMemoryMb, logRetentionDays: s.logRetention, usageRetentionDays: s.usageRetentionDays };
+    const managed = managedFrom(s);
+    return { name, gatewayMemoryMb: s.gatewayMemoryMb, workerMemoryMb: s.workerMemoryMb, logRetentionDays: s.logRetention, usageRetentionDays: s.usageRetentionDays, ...(managed === undefined ? {} : { managed }) };
   });
 }

@@ -16,13 +16,38 @@ export type LimitVariant = 'noLimits' | 'allLimits';
 
 export const LIMIT_VARIANTS: readonly LimitVariant[] = ['noLimits', 'allLimits'];
 
-/** DynamoDB units per request as the store map measured them (`cost-inputs.ts` reads them). */
+/** Units per request of the aggregator at one batch size (rows per invocation). */
+export interface AggregatorPoint {
+  readonly batchSize: number;
+  readonly writeUnits: number;
+  readonly readUnits: number | null;
+}
+
+/**
+ * How the aggregator's event source mapping batches the usage stream, when the store map says:
+ * Lambda reads each shard 4 times a second (or gathers for `windowSeconds`), up to `batchSize`
+ * records, `recordsPerRequest` records per request of which `rowsPerRequest` reach the function.
+ */
+export interface StreamBatching {
+  readonly batchSize: number;
+  readonly windowSeconds: number;
+  readonly recordsPerRequest: number;
+  readonly rowsPerRequest: number;
+  readonly shards: number;
+}
+
+/** DynamoDB units as the store map measured them (`cost-inputs.ts` reads them). */
 export interface StoreUnits {
   /** Which figures of bench.json these are, for the report. */
   readonly source: string;
+  /** Per request, by the workspace's limits. */
   readonly gateway: Readonly<Record<LimitVariant, { readonly writeUnits: number; readonly readUnits: number | null }>>;
-  /** The aggregator per request at each batch size measured (rows per invocation), ascending. */
-  readonly aggregator: readonly { readonly batchSize: number; readonly writeUnits: number; readonly readUnits: number | null }[];
+  /** The aggregator per request at each batch size measured, by the workspace's limits. */
+  readonly aggregator: Readonly<Record<LimitVariant, readonly AggregatorPoint[]>>;
+  /** The mapping's batching, when the store map reports it; else the model's own (no window). */
+  readonly batching?: StreamBatching;
+  /** One sweeper run's units, when the store map measures them. */
+  readonly sweeperRun?: { readonly readUnits: number; readonly writeUnits: number };
 }
 
 /** The gateway's time beyond the reply at one memory size, measured under Lambda's CPU share. */
@@ -89,7 +114,11 @@ export interface Assumptions {
   /** The aggregator's batch size (lib/aggregator.ts) and rows one stream shard takes a second. */
   readonly aggregatorMaxBatch: number;
   readonly rowsPerSecondPerShard: number;
-  /** Lambda Managed Instances: one function environment's size, the CPU utilisation Lambda targets, what an instance keeps for itself, NAT gateways. */
+  /**
+   * Lambda Managed Instances, where the stage does not say (lib/stage.ts `managedInstances`): one
+   * environment's size, NAT gateways; always: the CPU utilisation Lambda keeps (headroom for the
+   * traffic to double within 5 minutes) and what an instance keeps for itself.
+   */
   readonly managedFunctionGb: number;
   readonly managedGibPerVcpu: number;
   readonly managedTargetCpu: number;
@@ -120,10 +149,23 @@ export const ASSUMPTIONS: Assumptions = {
   managedFunctionGb: 2,
   managedGibPerVcpu: 2,
   managedTargetCpu: 0.5,
-  managedReservedGibPerInstance: 0.5,
+  // AWS publishes no overhead per instance; lib/stage.ts's managed settings count two 2 GB
+  // environments on a 4 GiB c7g.large, and so does the model.
+  managedReservedGibPerInstance: 0,
   natGateways: 3,
   logsThroughNat: true,
 };
+
+/** A stage's gateway on Lambda Managed Instances (lib/stage.ts `managedInstances`). */
+export interface ManagedProfile {
+  /** Instance types the capacity provider may launch; undefined: any the price book prices. */
+  readonly instanceTypes?: readonly string[];
+  readonly perEnvironmentConcurrency: number;
+  readonly minEnvironments: number;
+  readonly memoryMb: number;
+  readonly memoryGiBPerVcpu: number;
+  readonly natGateways: number;
+}
 
 /** A stage's settings the model needs (lib/stage.ts). */
 export interface StageProfile {
@@ -132,6 +174,20 @@ export interface StageProfile {
   readonly workerMemoryMb: number;
   readonly logRetentionDays: number;
   readonly usageRetentionDays: number;
+  /** When the stage settings carry them; else the published defaults and the assumptions. */
+  readonly managed?: ManagedProfile;
+}
+
+/** The managed-instance settings a stage runs with: its own, else AWS's defaults and the assumptions. */
+export function managedProfile(book: PriceBook, a: Assumptions, stage: StageProfile): ManagedProfile {
+  if (stage.managed !== undefined) return stage.managed;
+  return {
+    perEnvironmentConcurrency: book.limits.managedNodeConcurrencyPerVcpu.value.toNumber() * (a.managedFunctionGb / a.managedGibPerVcpu),
+    minEnvironments: book.limits.managedMinEnvironments.value.toNumber(),
+    memoryMb: a.managedFunctionGb * 1024,
+    memoryGiBPerVcpu: a.managedGibPerVcpu,
+    natGateways: a.natGateways,
+  };
 }
 
 /** One case the model prices. */
@@ -156,6 +212,7 @@ export const LINES = {
   notifier: 'lambda',
   gatewayWrites: 'dynamodb',
   aggregatorWrites: 'dynamodb',
+  sweeperWrites: 'dynamodb',
   reads: 'dynamodb',
   storage: 'dynamodb',
   logIngestion: 'logs',
@@ -205,14 +262,19 @@ export function cpuShare(memoryMb: number, mbPerVcpu: Exact): Exact {
 }
 
 /**
- * Rows in one aggregator invocation at a sustained rate: what one shard's stream holds between two
- * polls (4 a second), at most the batch size, at least one. The stream has about one shard per
- * 1,000 rows a second (one partition of the usage table takes at most 1,000 writes a second).
+ * Rows in one aggregator invocation at a sustained rate: what one shard's stream gathers between
+ * two polls (4 a second) or over the mapping's batching window, at most the batch size, at least
+ * one. With the store map's batching (its window, records per request, shards) that is its
+ * reading, kept fractional; without it the mapping as lib/aggregator.ts has it today (batches of
+ * 100, no window) and about one shard per 1,000 rows a second (one partition of the usage table
+ * takes at most 1,000 writes a second).
  */
-export function aggregatorBatch(requestsPerSecond: number, pollsPerSecond: Exact, a: Assumptions): Exact {
-  const shards = Math.max(1, Math.ceil(requestsPerSecond / a.rowsPerSecondPerShard));
-  const perPoll = E(requestsPerSecond).div(pollsPerSecond).div(E(shards));
-  return Exact.max(Exact.ONE, Exact.min(E(a.aggregatorMaxBatch), perPoll));
+export function aggregatorBatch(requestsPerSecond: number, pollsPerSecond: Exact, a: Assumptions, batching?: StreamBatching): Exact {
+  const b: StreamBatching = batching ?? { batchSize: a.aggregatorMaxBatch, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: Math.max(1, Math.ceil(requestsPerSecond / a.rowsPerSecondPerShard)) };
+  const perShard = E(requestsPerSecond).mul(E(b.recordsPerRequest)).div(E(Math.max(1, b.shards)));
+  const gathered = b.windowSeconds > 0 ? perShard.mul(E(b.windowSeconds)) : perShard.div(pollsPerSecond);
+  const records = Exact.min(E(b.batchSize), gathered);
+  return Exact.max(Exact.ONE, records.mul(E(b.rowsPerRequest)).div(E(Math.max(1, b.recordsPerRequest))));
 }
 
 /**
@@ -268,27 +330,28 @@ export function wireBytes(m: Measured, tokensOut: number, a: Assumptions): { toP
 
 /**
  * Managed instances for a sustained load: enough environments for the concurrency (64 per vCPU
- * for Node.js) and for the CPU at Lambda's target utilisation, never fewer than three (one per
- * Availability Zone), packed on the cheapest instance type of the price book that holds them (an
- * instance keeps some memory for itself), never fewer than three instances.
+ * for Node.js) and for the CPU at Lambda's target utilisation, never fewer than the minimum
+ * (three, one per Availability Zone), packed on the cheapest instance type allowed that holds
+ * them (an instance may keep some memory for itself), never fewer instances than that minimum.
  */
-export function managedFleet(book: PriceBook, a: Assumptions, requestsPerSecond: number, inFlightSeconds: number, cpuSecondsPerRequest: number): Fleet {
-  const envVcpus = a.managedFunctionGb / a.managedGibPerVcpu;
-  const perEnvConcurrency = book.limits.managedNodeConcurrencyPerVcpu.value.toNumber() * envVcpus;
-  const minimum = book.limits.managedMinEnvironments.value.toNumber();
-  const byConcurrency = Math.ceil((requestsPerSecond * inFlightSeconds) / perEnvConcurrency);
+export function managedFleet(book: PriceBook, a: Assumptions, cfg: ManagedProfile, requestsPerSecond: number, inFlightSeconds: number, cpuSecondsPerRequest: number): Fleet {
+  const envGb = cfg.memoryMb / 1024;
+  const envVcpus = envGb / cfg.memoryGiBPerVcpu;
+  const minimum = cfg.minEnvironments;
+  const byConcurrency = Math.ceil((requestsPerSecond * inFlightSeconds) / cfg.perEnvironmentConcurrency);
   const byCpu = Math.ceil((requestsPerSecond * cpuSecondsPerRequest) / (envVcpus * a.managedTargetCpu));
   const environments = Math.max(minimum, byConcurrency, byCpu);
   const boundBy = environments === minimum && minimum >= Math.max(byConcurrency, byCpu) ? 'minimum' : byConcurrency >= byCpu ? 'concurrency' : 'cpu';
   let best: Fleet | undefined;
-  for (const t of book.instances) {
-    const perInstance = Math.min(Math.floor(t.vcpus / envVcpus), Math.floor((t.memoryGib - a.managedReservedGibPerInstance) / a.managedFunctionGb));
+  const allowed = book.instances.filter((t) => cfg.instanceTypes === undefined || cfg.instanceTypes.includes(t.name));
+  for (const t of allowed) {
+    const perInstance = Math.min(Math.floor(t.vcpus / envVcpus), Math.floor((t.memoryGib - a.managedReservedGibPerInstance) / envGb));
     if (perInstance < 1) continue;
     const instances = Math.max(minimum, Math.ceil(environments / perInstance));
     const usdPerHour = t.value.mul(E(instances));
     if (best === undefined || usdPerHour.lt(best.usdPerHour)) best = { environments, instanceType: t.name, instances, environmentsPerInstance: perInstance, boundBy, usdPerHour };
   }
-  if (best === undefined) throw new Error(`no instance type of the price book holds a ${a.managedFunctionGb} GB environment`);
+  if (best === undefined) throw new Error(`no allowed instance type the price book prices (${cfg.instanceTypes?.join(', ') ?? 'any'}) holds a ${envGb} GB environment; add its price to bench/aws-prices.json`);
   return best;
 }
 
@@ -306,6 +369,7 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   const tokensOut = outputTokens(s.replySeconds, a);
   const wire = wireBytes(m, tokensOut, a);
   const lines = Object.fromEntries(Object.keys(LINES).map((k) => [k, Exact.ZERO])) as Record<LineName, Exact>;
+  const managed = managedProfile(book, a, s.stage);
 
   // --- The gateway -----------------------------------------------------------------------------
   const overhead = gatewayOverheadMs(m.overhead, s.compute === 'on-demand' ? s.memoryMb : Math.max(s.memoryMb, 1769), mbPerVcpu);
@@ -317,15 +381,15 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     lines.gatewayDuration = E(s.memoryMb).div(E(1024)).mul(E(billedMs)).div(E(1000)).mul(price('lambdaArmGbSecond')).mul(MILLION);
   } else {
     const cpuSeconds = (m.overhead.cpuPerRequestUs + tokensOut * m.cpuPerChunkUs) / 1e6;
-    fleet = managedFleet(book, a, s.requestsPerSecond, billedMs / 1000, cpuSeconds);
+    fleet = managedFleet(book, a, managed, s.requestsPerSecond, billedMs / 1000, cpuSeconds);
     const monthlyInstances = fleet.usdPerHour.mul(E(a.secondsPerMonth)).div(E(3600));
     lines.instances = perMillionOfMonthly(monthlyInstances);
     lines.managementFee = lines.instances.mul(price('managedInstancesFee'));
-    lines.natHours = perMillionOfMonthly(price('natGatewayHour').mul(E(a.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)));
+    lines.natHours = perMillionOfMonthly(price('natGatewayHour').mul(E(managed.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)));
   }
 
   // --- The aggregator, the sweeper and the notifier ----------------------------------------------
-  const batch = aggregatorBatch(s.requestsPerSecond, book.limits.streamPollsPerSecond.value, a);
+  const batch = aggregatorBatch(s.requestsPerSecond, book.limits.streamPollsPerSecond.value, a, m.store.batching);
   const invocationsPerRequest = Exact.ONE.div(batch);
   const aggregatorMs = E(m.aggregator.fixedMs).add(E(m.aggregator.perRowMs).mul(batch)).ceil();
   lines.aggregator = invocationsPerRequest.mul(price('lambdaRequest').add(workerGb.mul(aggregatorMs).div(E(1000)).mul(price('lambdaArmGbSecond')))).mul(MILLION);
@@ -337,16 +401,20 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
 
   // --- DynamoDB ------------------------------------------------------------------------------------
   const gw = m.store.gateway[variant];
-  const aggregatorWrites = unitsAtBatch(m.store.aggregator.map((x) => ({ batchSize: x.batchSize, units: x.writeUnits })), batch);
+  const aggregatorPoints = m.store.aggregator[variant];
+  const aggregatorWrites = unitsAtBatch(aggregatorPoints.map((x) => ({ batchSize: x.batchSize, units: x.writeUnits })), batch);
   lines.gatewayWrites = E(gw.writeUnits).mul(price('dynamoWriteUnit')).mul(MILLION);
   lines.aggregatorWrites = aggregatorWrites.mul(price('dynamoWriteUnit')).mul(MILLION);
   // Reads: the store map's figure when it measures them; else every request refreshing its
   // directory cache (an upper bound: an on-demand environment serves one request per reply).
-  const aggregatorReads = m.store.aggregator.every((x) => x.readUnits !== null)
-    ? unitsAtBatch(m.store.aggregator.map((x) => ({ batchSize: x.batchSize, units: x.readUnits as number })), batch)
+  const aggregatorReads = aggregatorPoints.every((x) => x.readUnits !== null)
+    ? unitsAtBatch(aggregatorPoints.map((x) => ({ batchSize: x.batchSize, units: x.readUnits as number })), batch)
     : Exact.ZERO;
   const gatewayReads = gw.readUnits !== null ? E(gw.readUnits) : E(m.lookupsPerRefresh).mul(E('0.5'));
-  lines.reads = gatewayReads.add(aggregatorReads).mul(price('dynamoReadUnit')).mul(MILLION).add(perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(m.sweeper.readUnitsPerRun)).mul(price('dynamoReadUnit'))));
+  // The sweeper's reads (and its writes, when the store map measured a run) every minute.
+  const sweeperRun = m.store.sweeperRun ?? { readUnits: m.sweeper.readUnitsPerRun, writeUnits: 0 };
+  lines.reads = gatewayReads.add(aggregatorReads).mul(price('dynamoReadUnit')).mul(MILLION).add(perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.readUnits)).mul(price('dynamoReadUnit'))));
+  lines.sweeperWrites = perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.writeUnits)).mul(price('dynamoWriteUnit')));
   // Storage: the usage row for the stage's retention, the aggregator's marker for its own; every
   // table keeps continuous backups, charged on the same bytes.
   const monthsOf = (days: number): Exact => E(days).mul(E(86_400)).div(E(a.secondsPerMonth));
@@ -373,7 +441,8 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   const secretsPerRequest =
     s.compute === 'on-demand'
       ? Exact.min(E(a.providersPerEnvironment), E(a.providersPerEnvironment).mul(E(billedMs)).div(E(a.secretTtlSeconds * 1000)))
-      : E((fleet as Fleet).environments * (a.managedFunctionGb / a.managedGibPerVcpu) * a.providersPerEnvironment).div(E(a.secretTtlSeconds)).div(R);
+      : // One cache per worker thread (one a vCPU) of each environment.
+        E((fleet as Fleet).environments * (managed.memoryMb / 1024 / managed.memoryGiBPerVcpu) * a.providersPerEnvironment).div(E(a.secretTtlSeconds)).div(R);
   lines.secretsCalls = secretsPerRequest.mul(price('secretsCall')).mul(MILLION);
   lines.secretsStored = perMillionOfMonthly(E(a.secretsStored).mul(price('secretMonth')));
   lines.transferOut = perGb(wire.toClient.add(wire.toProvider)).mul(price('transferOutGb')).mul(MILLION);
@@ -406,7 +475,7 @@ export function breakEvenRate(book: PriceBook, m: Measured, stage: StageProfile,
   for (const requestsPerSecond of rates) {
     const base = { stage, replySeconds, requestsPerSecond, name: '' };
     const onDemand = scenarioCost(book, m, { ...base, compute: 'on-demand', memoryMb }, 'allLimits', a);
-    const managed = scenarioCost(book, m, { ...base, compute: 'managed-instances', memoryMb: a.managedFunctionGb * 1024 }, 'allLimits', a);
+    const managed = scenarioCost(book, m, { ...base, compute: 'managed-instances', memoryMb: managedProfile(book, a, stage).memoryMb }, 'allLimits', a);
     if (managed.total.le(onDemand.total)) return requestsPerSecond;
   }
   return undefined;

@@ -14,6 +14,8 @@ import {
   LINES,
   TYPICAL_REQUESTS,
   breakEvenRate,
+  managedFleet,
+  managedProfile,
   outputTokens,
   providerSpendUsd,
   rateGrid,
@@ -59,8 +61,9 @@ export interface CostReport {
   readonly costs: readonly ScenarioCost[];
   readonly goals: readonly Goal[];
   readonly breakEven: readonly { readonly stage: string; readonly memoryMb: number; readonly replySeconds: number; readonly requestsPerSecond: number | null }[];
-  /** Managed instances at no traffic: three instances, their fee, the NAT gateways, a month. */
+  /** Managed instances at no traffic: the minimum fleet, its fee, the NAT gateways, a month. */
   readonly managedIdleUsdPerMonth: Exact;
+  readonly managedIdle: { readonly instances: number; readonly instanceType: string; readonly natGateways: number };
   readonly typical: readonly {
     readonly label: string;
     readonly model: string;
@@ -78,18 +81,18 @@ function onDemand(stage: StageProfile, memoryMb: number, replySeconds: number, r
   return { name: `${prefix} on-demand ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s`, stage, compute: 'on-demand', memoryMb, replySeconds, requestsPerSecond };
 }
 
-function managed(stage: StageProfile, replySeconds: number, requestsPerSecond: number, a: Assumptions): Scenario {
-  const memoryMb = a.managedFunctionGb * 1024;
+function managed(book: PriceBook, stage: StageProfile, replySeconds: number, requestsPerSecond: number, a: Assumptions): Scenario {
+  const memoryMb = managedProfile(book, a, stage).memoryMb;
   return { name: `${stage.name} managed instances ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s`, stage, compute: 'managed-instances', memoryMb, replySeconds, requestsPerSecond };
 }
 
 /** Every scenario the report prices, in the order it prints them. */
-export function scenarios(stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): Scenario[] {
+export function scenarios(book: PriceBook, stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): Scenario[] {
   const out: Scenario[] = [];
   for (const stage of stages) for (const reply of REPLY_SECONDS) for (const rate of ON_DEMAND_RATES) out.push(onDemand(stage, stage.gatewayMemoryMb, reply, rate));
   const prod = stages.find((s) => s.name === 'prod') ?? (stages[stages.length - 1] as StageProfile);
   for (const mb of SWEEP_MEMORY_MB) out.push(onDemand(prod, mb, GOAL_REPLY_SECONDS, GOAL_RATE, 'sweep (prod settings)'));
-  for (const reply of REPLY_SECONDS) for (const rate of MANAGED_RATES) out.push(managed(prod, reply, rate, a));
+  for (const reply of REPLY_SECONDS) for (const rate of MANAGED_RATES) out.push(managed(book, prod, reply, rate, a));
   return out;
 }
 
@@ -97,7 +100,7 @@ const RATES_FOR_BREAK_EVEN = rateGrid();
 
 /** Prices every scenario and judges the goals. */
 export function buildCostReport(book: PriceBook, measured: Measured, stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): CostReport {
-  const list = scenarios(stages, a);
+  const list = scenarios(book, stages, a);
   const costs = list.map((s) => scenarioCost(book, measured, s, 'allLimits', a));
   const find = (pred: (s: Scenario) => boolean): ScenarioCost | undefined => costs.find((c) => pred(c.scenario));
   const goals: Goal[] = [];
@@ -120,12 +123,11 @@ export function buildCostReport(book: PriceBook, measured: Measured, stages: rea
     })),
   );
   const hours = Exact.of(a.secondsPerMonth).div(Exact.of(3600));
-  const cheapest = book.instances.reduce((m, t) => (t.value.lt(m.value) ? t : m));
-  const minInstances = book.limits.managedMinEnvironments.value;
-  const managedIdleUsdPerMonth = cheapest.value
-    .mul(minInstances)
+  const prodManaged = managedProfile(book, a, stages.find((s) => s.name === 'prod') ?? (stages[stages.length - 1] as StageProfile));
+  const idleFleet = managedFleet(book, a, prodManaged, 0, 0, 0);
+  const managedIdleUsdPerMonth = idleFleet.usdPerHour
     .mul(Exact.ONE.add(book.prices.managedInstancesFee.value))
-    .add(book.prices.natGatewayHour.value.mul(Exact.of(a.natGateways)))
+    .add(book.prices.natGatewayHour.value.mul(Exact.of(prodManaged.natGateways)))
     .mul(hours);
   const rates = new Map((catalog as readonly (Rates & { id: string })[]).map((m) => [m.id, m]));
   const prod = stages.find((s) => s.name === 'prod') ?? (stages[stages.length - 1] as StageProfile);
@@ -136,11 +138,11 @@ export function buildCostReport(book: PriceBook, measured: Measured, stages: rea
     const perRequest = (s: Scenario): Exact => scenarioCost(book, measured, s, 'allLimits', { ...a, inputTokens: t.inputTokens }).total.div(Exact.of(1_000_000));
     const gateway = [
       ...stages.map((stage) => ({ stage: stage.name, compute: 'on-demand', memoryMb: stage.gatewayMemoryMb, requestsPerSecond: GOAL_RATE, usd: perRequest(onDemand(stage, stage.gatewayMemoryMb, replySeconds, GOAL_RATE)) })),
-      { stage: prod.name, compute: 'managed-instances', memoryMb: a.managedFunctionGb * 1024, requestsPerSecond: MANAGED_GOAL_RATE, usd: perRequest(managed(prod, replySeconds, MANAGED_GOAL_RATE, a)) },
+      { stage: prod.name, compute: 'managed-instances', memoryMb: prodManaged.memoryMb, requestsPerSecond: MANAGED_GOAL_RATE, usd: perRequest(managed(book, prod, replySeconds, MANAGED_GOAL_RATE, a)) },
     ];
     return { ...t, outputTokens: outputTokens(replySeconds, a), replySeconds, providerUsd: providerSpendUsd(r, t.inputTokens, t.outputTokens), gateway };
   });
-  return { book, assumptions: a, measured, costs, goals, breakEven, managedIdleUsdPerMonth, typical };
+  return { book, assumptions: a, measured, costs, goals, breakEven, managedIdleUsdPerMonth, managedIdle: { instances: idleFleet.instances, instanceType: idleFleet.instanceType, natGateways: prodManaged.natGateways }, typical };
 }
 
 const n4 = (e: Exact): number => Number(e.toFixed(4));
@@ -174,6 +176,7 @@ export function costJson(r: CostReport): Record<string, unknown> {
     goals: r.goals,
     breakEven: r.breakEven,
     managedIdleUsdPerMonth: n4(r.managedIdleUsdPerMonth),
+    managedIdle: r.managedIdle,
     typicalRequests: r.typical.map((t) => ({
       label: t.label,
       model: t.model,
@@ -217,7 +220,7 @@ export function renderCostReport(r: CostReport): string {
     managedRows.push(componentRow(`${c.scenario.requestsPerSecond} req/s, ${c.scenario.replySeconds} s reply`, c, [f === undefined ? '' : `${f.instances} x ${f.instanceType} (${f.environments} env, ${f.boundBy})`]));
   }
   out.push(alignRight(managedRows));
-  out.push(`managed instances at no traffic: ${usd(r.managedIdleUsdPerMonth)} a month (three instances, their 15% fee, ${r.assumptions.natGateways} NAT gateways); they do not scale to zero`);
+  out.push(`managed instances at no traffic: ${usd(r.managedIdleUsdPerMonth)} a month (${r.managedIdle.instances} x ${r.managedIdle.instanceType}, their 15% fee, ${r.managedIdle.natGateways} NAT gateways); they do not scale to zero`);
   const be = r.breakEven.map((b) => `${b.stage} (${b.memoryMb} MB) ${b.replySeconds} s reply: ${b.requestsPerSecond === null ? 'never up to 10,000 req/s' : `from ${b.requestsPerSecond} req/s`}`);
   out.push(`managed instances cost no more than on-demand: ${be.join('; ')}`, '');
   const lineRows: string[][] = [['lines of one scenario (USD per million)', 'value']];

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { costChart, tickStep } from '../../bench/cost-chart';
-import { fitLine, measuredFrom, overheadPoints, stageProfiles, storeUnitsFrom } from '../../bench/cost-inputs';
+import { fitLine, managedFrom, measuredFrom, overheadPoints, stageProfiles, storeUnitsFrom } from '../../bench/cost-inputs';
 import {
   ASSUMPTIONS,
   COMPONENTS,
@@ -16,6 +16,7 @@ import {
   cpuShare,
   gatewayOverheadMs,
   managedFleet,
+  managedProfile,
   providerSpendUsd,
   rateGrid,
   scenarioCost,
@@ -38,10 +39,16 @@ const MEASURED: Measured = {
   store: {
     source: 'test',
     gateway: { noLimits: { writeUnits: 16, readUnits: 1 }, allLimits: { writeUnits: 20, readUnits: 1 } },
-    aggregator: [
-      { batchSize: 1, writeUnits: 14, readUnits: 0 },
-      { batchSize: 100, writeUnits: 2.12, readUnits: 0 },
-    ],
+    aggregator: {
+      noLimits: [
+        { batchSize: 1, writeUnits: 14, readUnits: 0 },
+        { batchSize: 100, writeUnits: 2.12, readUnits: 0 },
+      ],
+      allLimits: [
+        { batchSize: 1, writeUnits: 14, readUnits: 0 },
+        { batchSize: 100, writeUnits: 2.12, readUnits: 0 },
+      ],
+    },
   },
   gatewayLogBytesPerRequest: 734,
   sweeper: { logBytesPerRun: 300, msPerRun: 400, readUnitsPerRun: 128 },
@@ -108,6 +115,15 @@ describe('the pieces', () => {
     expect(aggregatorBatch(rate, book.limits.streamPollsPerSecond.value, ASSUMPTIONS).toString()).toBe(rows);
   });
 
+  it.each([
+    ['a 1 s window', { batchSize: 100, windowSeconds: 1, recordsPerRequest: 2, rowsPerRequest: 1, shards: 2 }, 10, '5'],
+    ['a full batch', { batchSize: 100, windowSeconds: 1, recordsPerRequest: 2, rowsPerRequest: 1, shards: 2 }, 1_000, '50'],
+    ['no window: a quarter second', { batchSize: 100, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: 1 }, 10, '2.5'],
+    ['at least one row', { batchSize: 100, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: 4 }, 1, '1'],
+  ])('follows the store map\'s batching: %s', (_name, batching, rate, rows) => {
+    expect(aggregatorBatch(rate, book.limits.streamPollsPerSecond.value, ASSUMPTIONS, batching).toString()).toBe(rows);
+  });
+
   const points = [
     { batchSize: 1, units: 14 },
     { batchSize: 100, units: 2.12 },
@@ -150,16 +166,39 @@ describe('the pieces', () => {
     ['concurrency', 50, 5, 0.001, 4, 'concurrency'],
     ['CPU', 100, 0.1, 0.05, 10, 'cpu'],
   ])('sizes managed instances by %s', (_name, rate, seconds, cpu, environments, boundBy) => {
-    const f = managedFleet(book, ASSUMPTIONS, rate, seconds, cpu);
+    const f = managedFleet(book, ASSUMPTIONS, managedProfile(book, ASSUMPTIONS, STAGE), rate, seconds, cpu);
     expect(f.environments).toBe(environments);
     expect(f.boundBy).toBe(boundBy);
     expect(f.instances).toBeGreaterThanOrEqual(3);
     expect(f.instances * f.environmentsPerInstance).toBeGreaterThanOrEqual(environments);
     // The cheapest fleet of the book: no instance type holds the environments for less.
     for (const t of book.instances) {
-      const per = Math.min(Math.floor(t.vcpus / 1), Math.floor((t.memoryGib - 0.5) / 2));
+      const per = Math.min(Math.floor(t.vcpus / 1), Math.floor(t.memoryGib / 2));
       if (per >= 1) expect(f.usdPerHour.le(t.value.mul(E(Math.max(3, Math.ceil(environments / per)))))).toBe(true);
     }
+  });
+
+  it("follows a stage's own managed-instance settings: its instance types, its minimum, its NAT gateways", () => {
+    const stage: StageProfile = { ...STAGE, managed: { instanceTypes: ['m7g.xlarge'], perEnvironmentConcurrency: 32, minEnvironments: 4, memoryMb: 4096, memoryGiBPerVcpu: 2, natGateways: 1 } };
+    const cfg = managedProfile(book, ASSUMPTIONS, stage);
+    const f = managedFleet(book, ASSUMPTIONS, cfg, 50, 5, 0.001);
+    // 250 in flight, 32 a 4 GB (2 vCPU) environment: 8; two on an m7g.xlarge (4 vCPU, 16 GiB): 4 instances.
+    expect(f).toMatchObject({ environments: 8, instanceType: 'm7g.xlarge', instances: 4, environmentsPerInstance: 2 });
+    const c = scenarioCost(book, MEASURED, scenario({ stage, compute: 'managed-instances', memoryMb: 4096, requestsPerSecond: 50 }), 'allLimits');
+    expect(c.lines.natHours.toString()).toBe(E('0.045').mul(E(730)).mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
+    expect(() => managedFleet(book, ASSUMPTIONS, { ...cfg, instanceTypes: ['z9.huge'] }, 1, 1, 0)).toThrow(/add its price/);
+  });
+
+  it('reads the managed-instance settings a stage carries, and nothing from a stage without them', () => {
+    expect(managedFrom({ managedInstances: { instanceTypes: ['c7g.large'], perEnvironmentConcurrency: 64, minEnvironments: 3, maxEnvironments: 30, memoryMb: 2048, memoryGiBPerVcpu: 2, maxVcpus: 64, availabilityZones: 3, natGateways: 3 } })).toEqual({
+      instanceTypes: ['c7g.large'],
+      perEnvironmentConcurrency: 64,
+      minEnvironments: 3,
+      memoryMb: 2048,
+      memoryGiBPerVcpu: 2,
+      natGateways: 3,
+    });
+    expect(managedFrom({ gatewayMemoryMb: 128 })).toBeUndefined();
   });
 
   it('prices a provider request from the catalog rates (micro-units of a cent)', () => {
@@ -281,16 +320,31 @@ describe('inputs from bench.json', () => {
     const s = storeUnitsFrom(todays);
     expect(s?.gateway.noLimits).toEqual({ writeUnits: 23.37, readUnits: null });
     expect(s?.gateway.allLimits).toEqual({ writeUnits: 23.37, readUnits: null });
-    expect(s?.aggregator).toEqual([{ batchSize: 100, writeUnits: 14, readUnits: null }]);
+    expect(s?.aggregator.allLimits).toEqual([{ batchSize: 100, writeUnits: 14, readUnits: null }]);
+    expect(s?.batching).toBeUndefined();
   });
 
-  it('reads a store map that reports both variants, reads, and the aggregator by batch size', () => {
-    const s = storeUnitsFrom({
-      perVariant: { noLimits: { gateway: { writeUnits: 15, readUnits: 0.5 } }, allLimits: { gateway: { writeUnits: 19, readUnits: 1 } } },
-      aggregatorByBatch: [{ batchSize: 2.5, writeUnits: 6, readUnits: 0 }, { batchSize: 100, writeUnits: 2.1 }],
+  it('reads a store map that reports both variants, reads, the aggregator at each rate, its batching and a sweeper run', () => {
+    const variant = (limits: string, gw: number, at10: number) => ({
+      name: limits,
+      limits,
+      gateway: { writeUnits: gw, indexWriteUnits: 1, readUnits: 0.5 },
+      aggregator: { '1000': { rowsPerBatch: 50, writeUnits: 2.1, readUnits: 0 }, '10': { rowsPerBatch: 5, writeUnits: at10, readUnits: 0 } },
     });
-    expect(s?.gateway).toEqual({ noLimits: { writeUnits: 15, readUnits: 0.5 }, allLimits: { writeUnits: 19, readUnits: 1 } });
-    expect(s?.aggregator).toEqual([{ batchSize: 2.5, writeUnits: 6, readUnits: 0 }, { batchSize: 100, writeUnits: 2.1, readUnits: null }]);
+    const s = storeUnitsFrom({
+      variants: [variant('none', 15, 4), variant('every', 19, 5)],
+      aggregatorBatching: { batchSize: 100, windowSeconds: 1, recordsPerRequest: 2, rowsPerRequest: 1, shards: 2, rowsPerBatch: { '10': 5 } },
+      sweeperRun: { readCalls: 256, readUnits: 128, writeUnits: 0 },
+    });
+    expect(s?.gateway).toEqual({ noLimits: { writeUnits: 15, readUnits: 0.5 }, allLimits: { writeUnits: 19, readUnits: 0.5 } });
+    expect(s?.aggregator.noLimits).toEqual([{ batchSize: 5, writeUnits: 4, readUnits: 0 }, { batchSize: 50, writeUnits: 2.1, readUnits: 0 }]);
+    expect(s?.aggregator.allLimits[0]).toEqual({ batchSize: 5, writeUnits: 5, readUnits: 0 });
+    expect(s?.batching).toEqual({ batchSize: 100, windowSeconds: 1, recordsPerRequest: 2, rowsPerRequest: 1, shards: 2 });
+    expect(s?.sweeperRun).toEqual({ readUnits: 128, writeUnits: 0 });
+  });
+
+  it('has nothing from variants that lack one of the two', () => {
+    expect(storeUnitsFrom({ variants: [{ limits: 'none', gateway: { writeUnits: 15 }, aggregator: {} }] })).toBeUndefined();
   });
 
   it.each([[undefined], [{}], [{ loads: [] }], [{ loads: [{ name: 'many workspaces', perRequest: {} }] }]])('has nothing from %p', (map) => {
@@ -354,7 +408,7 @@ describe('the report', () => {
   const json = costJson(report) as { scenarios: Record<string, unknown>[]; goals: { met: boolean; figureUsd: number; limitUsd: number }[] };
 
   it('prices each stage at replies of 1, 5 and 30 s and three rates, a memory sweep, and managed instances at four rates', () => {
-    expect(scenarios(stages)).toHaveLength(stages.length * 9 + 4 + 12);
+    expect(scenarios(book, stages)).toHaveLength(stages.length * 9 + 4 + 12);
     const managed = json.scenarios.filter((s) => s.compute === 'managed-instances').map((s) => s.requestsPerSecond);
     expect([...new Set(managed)]).toEqual([10, 50, 100, 1_000]);
   });
