@@ -49,8 +49,14 @@ export interface Goal {
   readonly name: string;
   readonly scenario: string;
   readonly figureUsd: number;
+  /** The same without the data transferred out to the client and the provider, which any gateway on AWS pays. */
+  readonly figureWithoutTransferUsd: number;
   readonly limitUsd: number;
   readonly met: boolean;
+}
+
+function goal(name: string, c: ScenarioCost, limitUsd: number): Goal {
+  return { name, scenario: c.scenario.name, figureUsd: c.total.toNumber(), figureWithoutTransferUsd: c.total.sub(c.lines.transferOut).toNumber(), limitUsd, met: c.total.le(Exact.of(limitUsd)) };
 }
 
 /** The whole report. */
@@ -107,12 +113,12 @@ export function buildCostReport(book: PriceBook, measured: Measured, stages: rea
   for (const stage of stages) {
     const c = find((s) => s.compute === 'on-demand' && s.stage.name === stage.name && s.memoryMb === stage.gatewayMemoryMb && s.replySeconds === GOAL_REPLY_SECONDS && s.requestsPerSecond === GOAL_RATE);
     if (c === undefined) continue;
-    goals.push({ name: `${stage.name}: on-demand at its memory (${stage.gatewayMemoryMb} MB), ${GOAL_REPLY_SECONDS} s reply, all-in`, scenario: c.scenario.name, figureUsd: c.total.toNumber(), limitUsd: ON_DEMAND_GOAL_USD, met: c.total.le(Exact.of(ON_DEMAND_GOAL_USD)) });
+    goals.push(goal(`${stage.name}: on-demand at its memory (${stage.gatewayMemoryMb} MB), ${GOAL_REPLY_SECONDS} s reply, all-in`, c, ON_DEMAND_GOAL_USD));
   }
   for (const rate of MANAGED_RATES.filter((r) => r >= MANAGED_GOAL_RATE)) {
     const c = find((s) => s.compute === 'managed-instances' && s.replySeconds === GOAL_REPLY_SECONDS && s.requestsPerSecond === rate);
     if (c === undefined) continue;
-    goals.push({ name: `managed instances at a sustained ${rate} req/s, ${GOAL_REPLY_SECONDS} s reply`, scenario: c.scenario.name, figureUsd: c.total.toNumber(), limitUsd: MANAGED_GOAL_USD, met: c.total.le(Exact.of(MANAGED_GOAL_USD)) });
+    goals.push(goal(`managed instances at a sustained ${rate} req/s, ${GOAL_REPLY_SECONDS} s reply, all-in`, c, MANAGED_GOAL_USD));
   }
   const breakEven = stages.flatMap((stage) =>
     (stage.name === 'prod' ? REPLY_SECONDS : [GOAL_REPLY_SECONDS]).map((replySeconds) => ({
@@ -235,8 +241,8 @@ export function renderCostReport(r: CostReport): string {
     typRows.push([`${t.label}: ${t.model}, ${t.inputTokens} in / ${t.outputTokens} out (${t.replySeconds} s)`, `$${t.providerUsd.toFixed(5)}`, ...t.gateway.map((g) => `$${g.usd.toFixed(6)} = ${g.usd.div(t.providerUsd).mul(Exact.of(100)).toFixed(2)}%`)]);
   }
   out.push(alignLeft(typRows), '');
-  const goalRows: string[][] = [['cost goal', 'figure', 'limit', 'result']];
-  for (const g of r.goals) goalRows.push([g.name, `$${g.figureUsd.toFixed(2)}`, `<= $${g.limitUsd}`, g.met ? 'MET' : 'MISSED']);
+  const goalRows: string[][] = [['cost goal', 'figure', 'limit', 'result', 'without data transfer out']];
+  for (const g of r.goals) goalRows.push([g.name, `$${g.figureUsd.toFixed(2)}`, `<= $${g.limitUsd}`, g.met ? 'MET' : 'MISSED', `$${g.figureWithoutTransferUsd.toFixed(2)}`]);
   out.push(alignLeft(goalRows), '');
   out.push('inputs:');
   for (const [k, v] of Object.entries(r.measured.sources)) out.push(`  ${k}: ${v}`);
@@ -245,8 +251,11 @@ export function renderCostReport(r: CostReport): string {
   return out.join('\n');
 }
 
-/** The chart: every memory size and stage at a 5 s reply and 100 req/s on-demand, then managed instances by rate. */
-export function renderCostChart(r: CostReport): string {
+/**
+ * The chart: every memory size and stage at a 5 s reply and 100 req/s on-demand, then managed
+ * instances by rate; `runNote` says which run's figures these are (date, quick, load).
+ */
+export function renderCostChart(r: CostReport, runNote = ''): string {
   const bar = (label: string, c: ScenarioCost): CostBar => ({ label, parts: Object.fromEntries(COMPONENTS.map((k) => [k, c.components[k].toNumber()])) as Record<Component, number> });
   const bars: CostBar[] = [];
   for (const c of r.costs) {
@@ -260,7 +269,7 @@ export function renderCostChart(r: CostReport): string {
   }
   return costChart(
     `Sluice: cost per million requests, ${GOAL_REPLY_SECONDS} s streamed reply`,
-    `on-demand at ${GOAL_RATE} req/s; us-east-1 list prices; every limit set; measured units (docs/cost.md)`,
+    `on-demand at ${GOAL_RATE} req/s; us-east-1 list prices; every limit set (docs/cost.md)${runNote === '' ? '' : `; ${runNote}`}`,
     bars,
     [
       { label: `on-demand goal $${ON_DEMAND_GOAL_USD}`, usd: ON_DEMAND_GOAL_USD },

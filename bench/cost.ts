@@ -17,6 +17,15 @@ import { buildCostReport, costJson, renderCostChart, renderCostReport, type Cost
 import { log } from './stack';
 import { runStoreMap, writeStoreMap } from './store-map';
 
+/** Which run the figures come from: its date, whether it was quick, the machine's load. */
+export function runNote(bench: Readonly<Record<string, unknown>>): string {
+  const machine = (bench.machine ?? {}) as { loadAverageStart?: unknown; cpus?: unknown };
+  const options = (bench.options ?? {}) as { quick?: unknown };
+  const when = typeof bench.when === 'string' ? bench.when.slice(0, 10) : 'no main run';
+  const load = typeof machine.loadAverageStart === 'number' ? `, load ${machine.loadAverageStart.toFixed(1)} on ${String(machine.cpus)} cores` : '';
+  return `run of ${when}${options.quick === true ? ' (--quick)' : ''}${load}`;
+}
+
 /** Runs the cost model; `storeMapIfMissing` runs the store map first when bench.json has none. */
 export async function costMain(options: Pick<Options, 'quick'>, storeMapIfMissing: boolean): Promise<CostReport> {
   let bench = readBenchJson();
@@ -31,7 +40,7 @@ export async function costMain(options: Pick<Options, 'quick'>, storeMapIfMissin
   process.stdout.write(`${renderCostReport(report)}\n`);
   mergeBenchJson({ cost: costJson(report) });
   const svg = path.join(RESULTS_DIR, 'cost.svg');
-  writeFileSync(svg, renderCostChart(report));
+  writeFileSync(svg, renderCostChart(report, runNote(bench)));
   log(`cost model: merged cost into bench-results/bench.json; chart in ${path.relative(process.cwd(), svg)}`);
   return report;
 }

@@ -28,6 +28,7 @@ import {
   type StageProfile,
 } from '../../bench/cost-model';
 import { loadPriceBook, parsePriceBook, PriceBookError } from '../../bench/cost-prices';
+import { runNote } from '../../bench/cost';
 import { buildCostReport, costJson, renderCostChart, renderCostReport, scenarios } from '../../bench/cost-report';
 import { Exact } from '../../bench/exact';
 
@@ -450,5 +451,15 @@ describe('the chart', () => {
     const svg = costChart('t', 's', [{ label: 'a', parts: { lambda: 1, dynamodb: 2, logs: 0, other: 1 } }, { label: 'b', parts: { lambda: 3, dynamodb: 0, logs: 0, other: 0 } }], []);
     expect(svg.match(/<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="18"/g)).toHaveLength(4);
     expect(svg).toContain('$4.00');
+  });
+});
+
+describe('the run a chart is drawn from', () => {
+  it.each([
+    [{ when: '2026-11-26T17:00:00Z', options: { quick: true }, machine: { loadAverageStart: 26.71, cpus: 2 } }, 'run of 2026-11-26 (--quick), load 26.7 on 2 cores'],
+    [{ when: '2026-11-27T09:00:00Z', options: { quick: false }, machine: { loadAverageStart: 0.06, cpus: 2 } }, 'run of 2026-11-27, load 0.1 on 2 cores'],
+    [{}, 'run of no main run'],
+  ])('names %j', (bench, note) => {
+    expect(runNote(bench)).toBe(note);
   });
 });
