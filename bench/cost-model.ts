@@ -5,6 +5,7 @@
  * (`Measured`, built by `cost-inputs.ts` from bench.json) and the stated assumptions below go in;
  * exact dollars come out (`exact.ts`), rounded only for display. docs/cost.md explains each line.
  */
+import { USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { chargeMicros, type Rates } from '../lambdas/core/pricing';
 import { Exact } from './exact';
 import type { PriceBook } from './cost-prices';
@@ -111,8 +112,7 @@ export interface Assumptions {
   readonly platformLogBytesPerInvocation: number;
   /** Stored-item overhead DynamoDB adds to each item. */
   readonly dynamoItemOverheadBytes: number;
-  /** The aggregator's batch size (lib/aggregator.ts) and rows one stream shard takes a second. */
-  readonly aggregatorMaxBatch: number;
+  /** Rows one stream shard takes a second (one partition of the usage table: 1,000 writes a second). */
   readonly rowsPerSecondPerShard: number;
   /**
    * Lambda Managed Instances, where the stage does not say (lib/stage.ts `managedInstances`): one
@@ -144,7 +144,6 @@ export const ASSUMPTIONS: Assumptions = {
   notifierEverySeconds: 300,
   platformLogBytesPerInvocation: 290,
   dynamoItemOverheadBytes: 100,
-  aggregatorMaxBatch: 100,
   rowsPerSecondPerShard: 1_000,
   managedFunctionGb: 2,
   managedGibPerVcpu: 2,
@@ -265,12 +264,17 @@ export function cpuShare(memoryMb: number, mbPerVcpu: Exact): Exact {
  * Rows in one aggregator invocation at a sustained rate: what one shard's stream gathers between
  * two polls (4 a second) or over the mapping's batching window, at most the batch size, at least
  * one. With the store map's batching (its window, records per request, shards) that is its
- * reading, kept fractional; without it the mapping as lib/aggregator.ts has it today (batches of
- * 100, no window) and about one shard per 1,000 rows a second (one partition of the usage table
- * takes at most 1,000 writes a second).
+ * reading, kept fractional; without it the deployed mapping (`lambdas/aggregator/mapping.ts`)
+ * and about one shard per 1,000 rows a second.
  */
 export function aggregatorBatch(requestsPerSecond: number, pollsPerSecond: Exact, a: Assumptions, batching?: StreamBatching): Exact {
-  const b: StreamBatching = batching ?? { batchSize: a.aggregatorMaxBatch, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: Math.max(1, Math.ceil(requestsPerSecond / a.rowsPerSecondPerShard)) };
+  const b: StreamBatching = batching ?? {
+    batchSize: USAGE_STREAM_MAPPING.batchSize,
+    windowSeconds: USAGE_STREAM_MAPPING.maxBatchingWindowSeconds,
+    recordsPerRequest: USAGE_STREAM_MAPPING.recordsPerRequest,
+    rowsPerRequest: USAGE_STREAM_MAPPING.rowsPerRequest,
+    shards: Math.max(1, Math.ceil(requestsPerSecond / a.rowsPerSecondPerShard)),
+  };
   const perShard = E(requestsPerSecond).mul(E(b.recordsPerRequest)).div(E(Math.max(1, b.shards)));
   const gathered = b.windowSeconds > 0 ? perShard.mul(E(b.windowSeconds)) : perShard.div(pollsPerSecond);
   const records = Exact.min(E(b.batchSize), gathered);
