@@ -8,8 +8,9 @@
  * turn too. Every phase is bounded by a count or a duration; the run stops by itself and stops
  * what it started, by PID (a watchdog ends it after 9 minutes whatever happens).
  *
- *   npm run bench                  full run (about 2.5 minutes on 2 cores)
- *   npm run bench -- --quick       a short smoke run (under a minute)
+ *   npm run bench                  full run (its main phases about 2.5 minutes on 2 cores, then the
+ *                                  store map, the CPU share and the cost model)
+ *   npm run bench -- --quick       a short smoke run of every part (its main phases under a minute)
  *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
  *                                  full run also makes at its end (`--no-store-map` to skip it)
  *   npm run bench -- --round-trips-only   only the warm-up and the two phases that count store
