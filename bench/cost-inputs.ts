@@ -221,7 +221,17 @@ export function managedFrom(settings: unknown): ManagedProfile | undefined {
   const natGateways = num(m.natGateways);
   if (perEnvironmentConcurrency === undefined || minEnvironments === undefined || memoryMb === undefined || memoryGiBPerVcpu === undefined || natGateways === undefined) return undefined;
   const types = Array.isArray(m.instanceTypes) ? m.instanceTypes.filter((t): t is string => typeof t === 'string') : undefined;
-  return { ...(types === undefined || types.length === 0 ? {} : { instanceTypes: types }), perEnvironmentConcurrency, minEnvironments, memoryMb, memoryGiBPerVcpu, natGateways };
+  const maxEnvironments = num(m.maxEnvironments);
+  return {
+    ...(types === undefined || types.length === 0 ? {} : { instanceTypes: types }),
+    perEnvironmentConcurrency,
+    minEnvironments,
+    ...(maxEnvironments === undefined ? {} : { maxEnvironments }),
+    memoryMb,
+    memoryGiBPerVcpu,
+    availabilityZones: num(m.availabilityZones) ?? 3,
+    natGateways,
+  };
 }
 
 /** Every deployable stage's settings the model needs, from lib/stage.ts. */

@@ -161,8 +161,12 @@ export interface ManagedProfile {
   readonly instanceTypes?: readonly string[];
   readonly perEnvironmentConcurrency: number;
   readonly minEnvironments: number;
+  /** The stage's ceiling (`MaxExecutionEnvironments`), when it sets one: a fleet above it would be throttled. */
+  readonly maxEnvironments?: number;
   readonly memoryMb: number;
   readonly memoryGiBPerVcpu: number;
+  readonly availabilityZones: number;
+  /** NAT gateways, each with a public IPv4 address; with fewer than zones, some traffic crosses zones to reach one. */
   readonly natGateways: number;
 }
 
@@ -185,6 +189,7 @@ export function managedProfile(book: PriceBook, a: Assumptions, stage: StageProf
     minEnvironments: book.limits.managedMinEnvironments.value.toNumber(),
     memoryMb: a.managedFunctionGb * 1024,
     memoryGiBPerVcpu: a.managedGibPerVcpu,
+    availabilityZones: 3,
     natGateways: a.natGateways,
   };
 }
@@ -223,6 +228,7 @@ export const LINES = {
   streamedBytes: 'other',
   natHours: 'other',
   natBytes: 'other',
+  crossZone: 'other',
 } as const;
 
 export type LineName = keyof typeof LINES;
@@ -238,6 +244,8 @@ export interface Fleet {
   /** What sized it: the minimum, concurrency, or CPU. */
   readonly boundBy: 'minimum' | 'concurrency' | 'cpu';
   readonly usdPerHour: Exact;
+  /** More environments than the stage's ceiling allows: priced as if it were raised. */
+  readonly overCeiling: boolean;
 }
 
 /** A scenario's cost: USD per million requests by line and by component. */
@@ -353,7 +361,7 @@ export function managedFleet(book: PriceBook, a: Assumptions, cfg: ManagedProfil
     if (perInstance < 1) continue;
     const instances = Math.max(minimum, Math.ceil(environments / perInstance));
     const usdPerHour = t.value.mul(E(instances));
-    if (best === undefined || usdPerHour.lt(best.usdPerHour)) best = { environments, instanceType: t.name, instances, environmentsPerInstance: perInstance, boundBy, usdPerHour };
+    if (best === undefined || usdPerHour.lt(best.usdPerHour)) best = { environments, instanceType: t.name, instances, environmentsPerInstance: perInstance, boundBy, usdPerHour, overCeiling: cfg.maxEnvironments !== undefined && environments > cfg.maxEnvironments };
   }
   if (best === undefined) throw new Error(`no allowed instance type the price book prices (${cfg.instanceTypes?.join(', ') ?? 'any'}) holds a ${envGb} GB environment; add its price to bench/aws-prices.json`);
   return best;
@@ -389,7 +397,8 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     const monthlyInstances = fleet.usdPerHour.mul(E(a.secondsPerMonth)).div(E(3600));
     lines.instances = perMillionOfMonthly(monthlyInstances);
     lines.managementFee = lines.instances.mul(price('managedInstancesFee'));
-    lines.natHours = perMillionOfMonthly(price('natGatewayHour').mul(E(managed.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)));
+    // Each NAT gateway by the hour, and its public IPv4 address.
+    lines.natHours = perMillionOfMonthly(price('natGatewayHour').add(price('publicIpv4Hour')).mul(E(managed.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)));
   }
 
   // --- The aggregator, the sweeper and the notifier ----------------------------------------------
@@ -455,6 +464,9 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   if (s.compute === 'managed-instances') {
     const natBytes = wire.toProvider.add(wire.fromProvider).add(a.logsThroughNat ? gatewayLogBytes : Exact.ZERO);
     lines.natBytes = perGb(natBytes).mul(price('natGatewayGb')).mul(MILLION);
+    // The environments of a zone without a NAT gateway reach one in another zone, both ways.
+    const crossing = managed.natGateways >= managed.availabilityZones ? Exact.ZERO : E(managed.availabilityZones - managed.natGateways).div(E(managed.availabilityZones));
+    lines.crossZone = perGb(natBytes).mul(crossing).mul(E(2)).mul(price('interAzGb')).mul(MILLION);
   }
 
   const components = Object.fromEntries(COMPONENTS.map((c) => [c, Exact.sum((Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c).map((l) => lines[l]))])) as Record<Component, Exact>;

@@ -25,6 +25,8 @@ export const PRICE_NAMES = [
   'secretMonth',
   'natGatewayHour',
   'natGatewayGb',
+  'publicIpv4Hour',
+  'interAzGb',
   'transferOutGb',
 ] as const;
 

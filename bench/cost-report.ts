@@ -133,7 +133,7 @@ export function buildCostReport(book: PriceBook, measured: Measured, stages: rea
   const idleFleet = managedFleet(book, a, prodManaged, 0, 0, 0);
   const managedIdleUsdPerMonth = idleFleet.usdPerHour
     .mul(Exact.ONE.add(book.prices.managedInstancesFee.value))
-    .add(book.prices.natGatewayHour.value.mul(Exact.of(prodManaged.natGateways)))
+    .add(book.prices.natGatewayHour.value.add(book.prices.publicIpv4Hour.value).mul(Exact.of(prodManaged.natGateways)))
     .mul(hours);
   const rates = new Map((catalog as readonly (Rates & { id: string })[]).map((m) => [m.id, m]));
   const prod = stages.find((s) => s.name === 'prod') ?? (stages[stages.length - 1] as StageProfile);
@@ -223,10 +223,14 @@ export function renderCostReport(r: CostReport): string {
   const managedRows: string[][] = [['managed instances', ...head.slice(1), 'fleet']];
   for (const c of r.costs.filter((x) => x.scenario.compute === 'managed-instances')) {
     const f = c.fleet;
-    managedRows.push(componentRow(`${c.scenario.requestsPerSecond} req/s, ${c.scenario.replySeconds} s reply`, c, [f === undefined ? '' : `${f.instances} x ${f.instanceType} (${f.environments} env, ${f.boundBy})`]));
+    managedRows.push(
+      componentRow(`${c.scenario.requestsPerSecond} req/s, ${c.scenario.replySeconds} s reply`, c, [
+        f === undefined ? '' : `${f.instances} x ${f.instanceType} (${f.environments} env, ${f.boundBy}${f.overCeiling ? `; over the stage's ${c.scenario.stage.managed?.maxEnvironments ?? '?'}` : ''})`,
+      ]),
+    );
   }
   out.push(alignRight(managedRows));
-  out.push(`managed instances at no traffic: ${usd(r.managedIdleUsdPerMonth)} a month (${r.managedIdle.instances} x ${r.managedIdle.instanceType}, their 15% fee, ${r.managedIdle.natGateways} NAT gateways); they do not scale to zero`);
+  out.push(`managed instances at no traffic: ${usd(r.managedIdleUsdPerMonth)} a month (${r.managedIdle.instances} x ${r.managedIdle.instanceType}, their 15% fee, ${r.managedIdle.natGateways} NAT gateways with their addresses); they do not scale to zero`);
   const be = r.breakEven.map((b) => `${b.stage} (${b.memoryMb} MB) ${b.replySeconds} s reply: ${b.requestsPerSecond === null ? 'never up to 10,000 req/s' : `from ${b.requestsPerSecond} req/s`}`);
   out.push(`managed instances cost no more than on-demand: ${be.join('; ')}`, '');
   const lineRows: string[][] = [['lines of one scenario (USD per million)', 'value']];

@@ -180,13 +180,16 @@ describe('the pieces', () => {
   });
 
   it("follows a stage's own managed-instance settings: its instance types, its minimum, its NAT gateways", () => {
-    const stage: StageProfile = { ...STAGE, managed: { instanceTypes: ['m7g.xlarge'], perEnvironmentConcurrency: 32, minEnvironments: 4, memoryMb: 4096, memoryGiBPerVcpu: 2, natGateways: 1 } };
+    const stage: StageProfile = { ...STAGE, managed: { instanceTypes: ['m7g.xlarge'], perEnvironmentConcurrency: 32, minEnvironments: 4, maxEnvironments: 6, memoryMb: 4096, memoryGiBPerVcpu: 2, availabilityZones: 3, natGateways: 1 } };
     const cfg = managedProfile(book, ASSUMPTIONS, stage);
     const f = managedFleet(book, ASSUMPTIONS, cfg, 50, 5, 0.001);
     // 250 in flight, 32 a 4 GB (2 vCPU) environment: 8; two on an m7g.xlarge (4 vCPU, 16 GiB): 4 instances.
-    expect(f).toMatchObject({ environments: 8, instanceType: 'm7g.xlarge', instances: 4, environmentsPerInstance: 2 });
+    // Eight is more than the stage's ceiling of six: priced, and said.
+    expect(f).toMatchObject({ environments: 8, instanceType: 'm7g.xlarge', instances: 4, environmentsPerInstance: 2, overCeiling: true });
     const c = scenarioCost(book, MEASURED, scenario({ stage, compute: 'managed-instances', memoryMb: 4096, requestsPerSecond: 50 }), 'allLimits');
-    expect(c.lines.natHours.toString()).toBe(E('0.045').mul(E(730)).mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
+    expect(c.lines.natHours.toString()).toBe(E('0.05').mul(E(730)).mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
+    // One NAT gateway for three zones: two zones' traffic crosses to it and back, $0.01 a GB each way.
+    expect(c.lines.crossZone.toString()).toBe(c.lines.natBytes.div(E('0.045')).mul(E(2)).div(E(3)).mul(E(2)).mul(E('0.01')).toString());
     expect(() => managedFleet(book, ASSUMPTIONS, { ...cfg, instanceTypes: ['z9.huge'] }, 1, 1, 0)).toThrow(/add its price/);
   });
 
@@ -195,8 +198,10 @@ describe('the pieces', () => {
       instanceTypes: ['c7g.large'],
       perEnvironmentConcurrency: 64,
       minEnvironments: 3,
+      maxEnvironments: 30,
       memoryMb: 2048,
       memoryGiBPerVcpu: 2,
+      availabilityZones: 3,
       natGateways: 3,
     });
     expect(managedFrom({ gatewayMemoryMb: 128 })).toBeUndefined();
@@ -292,8 +297,10 @@ describe('scenarioCost', () => {
     const monthly = (c.fleet?.usdPerHour ?? Exact.ZERO).mul(E(730));
     expect(c.lines.instances.toString()).toBe(monthly.mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
     expect(c.lines.managementFee.toString()).toBe(c.lines.instances.mul(E('0.15')).toString());
-    expect(c.lines.natHours.toString()).toBe(E('0.045').mul(E(3)).mul(E(730)).mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
+    // Three NAT gateways by the hour, each with its public IPv4 address; one per zone, so nothing crosses zones.
+    expect(c.lines.natHours.toString()).toBe(E('0.05').mul(E(3)).mul(E(730)).mul(E(1_000_000)).div(E(50 * 730 * 3600)).toString());
     expect(c.lines.natBytes.isZero()).toBe(false);
+    expect(c.lines.crossZone.isZero()).toBe(true);
   });
 
   it('finds where managed instances cost no more than on-demand, and says when they never do', () => {
@@ -399,6 +406,9 @@ describe('inputs from bench.json', () => {
     for (const s of stages) {
       expect(s.gatewayMemoryMb).toBeGreaterThanOrEqual(128);
       expect(s.logRetentionDays).toBeGreaterThan(0);
+      // lib/stage.ts carries each stage's managed-instance settings, and the model reads them.
+      expect(s.managed?.minEnvironments).toBeGreaterThanOrEqual(1);
+      expect(s.managed?.natGateways).toBeGreaterThanOrEqual(1);
     }
   });
 });
