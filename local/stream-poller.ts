@@ -74,6 +74,12 @@ export interface StreamPoller {
   drain(): Promise<number>;
   /** For each shard, the sequence number of the last record done with, for `resumeAfter`. */
   checkpoints(): Record<string, string>;
+  /**
+   * Moves past every record the stream holds now without handing any over (as a mapping created
+   * at LATEST would start); resolves to the records passed over. For the bench, which measures
+   * only what a later load writes.
+   */
+  skip(): Promise<number>;
   /** Stops polling; resolves once the current pass (and its handler call) is over. */
   stop(): Promise<void>;
 }
@@ -226,8 +232,16 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return records.length;
   }
 
+  let skipping = false;
+
   /** Hands one batch over; returns false when part of it must be read again. */
   async function deliver(shard: ShardState, records: StreamRecordEntry[]): Promise<boolean> {
+    if (skipping) {
+      shard.checkpoint = records[records.length - 1]?.dynamodb?.SequenceNumber ?? shard.checkpoint;
+      shard.retryFrom = undefined;
+      shard.failures = 0;
+      return true;
+    }
     const event: DynamoDBStreamEvent = { Records: records.map((r) => toLambdaRecord(r, streamArn)) };
     const sequences = event.Records.map((r) => r.dynamodb?.SequenceNumber ?? '');
     let failedFrom: number;
@@ -273,6 +287,17 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
         );
 
   let stopping: Promise<void> | undefined;
+  const drain = async (): Promise<number> => {
+    let total = 0;
+    // Bounded: a batch that keeps failing is given up after maxRetries passes anyway.
+    for (let i = 0; i < 10_000; i += 1) {
+      const n = await serialised();
+      total += n;
+      const retrying = [...shards.values()].some((s) => s.retryFrom !== undefined);
+      if (n === 0 && !retrying) return total;
+    }
+    throw new Error(`stream of ${options.tableName} did not drain`);
+  };
   return {
     streamArn,
     pollOnce: serialised,
@@ -281,16 +306,14 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
       for (const shard of shards.values()) if (shard.checkpoint !== undefined) out[shard.shardId] = shard.checkpoint;
       return out;
     },
-    async drain(): Promise<number> {
-      let total = 0;
-      // Bounded: a batch that keeps failing is given up after maxRetries passes anyway.
-      for (let i = 0; i < 10_000; i += 1) {
-        const n = await serialised();
-        total += n;
-        const retrying = [...shards.values()].some((s) => s.retryFrom !== undefined);
-        if (n === 0 && !retrying) return total;
+    drain,
+    async skip(): Promise<number> {
+      skipping = true;
+      try {
+        return await drain();
+      } finally {
+        skipping = false;
       }
-      throw new Error(`stream of ${options.tableName} did not drain`);
     },
     stop: () =>
       (stopping ??= (async () => {
