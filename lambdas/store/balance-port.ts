@@ -10,6 +10,7 @@
  */
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
+import { formatMoney } from '../core/money-format';
 import { readBalance } from './balance';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
@@ -180,7 +181,7 @@ export class DynamoBalancePort implements BalancePort {
             const b = await this.read(input.workspaceId);
             if (need > 0 && b.availableMicros >= need && gathered < GATHER_ATTEMPTS) return new CreditElsewhereSignal();
             return new BelowHeldError(
-              `an adjustment of ${delta} micro-units would take the balance below what is held: available ${b.availableMicros}, held ${b.heldMicros} micro-units`,
+              `an adjustment of ${formatMoney(delta)} would take the balance below what is held: available ${formatMoney(b.availableMicros)}, held ${formatMoney(b.heldMicros)}`,
             );
           },
         );

@@ -120,7 +120,7 @@ export async function createInvitation(
   const email = checkEmail(input.email);
   const role = input.role ?? 'member';
   const hours = input.expiresInHours ?? INVITATION_DEFAULT_HOURS;
-  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`expiresInHours must be 1 to ${INVITATION_MAX_HOURS}`);
+  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`an invitation lasts 1 to ${INVITATION_MAX_HOURS} hours, not ${String(hours)}`);
   await lapseInvitations(ctx, input.workspaceId);
   const members = await listMemberRecords(ctx, input.workspaceId);
   let memberId: string;
