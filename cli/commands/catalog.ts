@@ -16,7 +16,7 @@ import type { ImportResult } from '../../lambdas/catalog/import';
 import { ValidationError } from '../../lambdas/store/directory-errors';
 import { apiPath } from '../api-client';
 import { readCatalogFiles } from '../catalog-files';
-import { flag, need, str, tabular, type Command, type Values } from '../commands';
+import { flag, need, secretGiven, str, tabular, type Command, type Values } from '../commands';
 import { formatRate, parseRate, parseTokens, RateFormatError } from '../rates';
 
 const FAMILY_WORDS: Readonly<Record<string, string>> = {
@@ -184,7 +184,7 @@ export const CATALOG_COMMANDS: readonly Command[] = [
         ...(displayName === undefined ? {} : { displayName }),
       };
       // The key never passes through argv (shell history, ps): stdin or a hidden prompt only.
-      if (auth !== 'none') body['apiKey'] = (await io.readSecret(`${name} API key (input hidden): `)).trim();
+      if (auth !== 'none') body['apiKey'] = secretGiven(await io.readSecret(`${name} API key (input hidden): `), `pass show ${name} | sluice provider add ${name} --base-url …`);
       const out = await api.call<{ provider: ProviderConfig }>({ method: 'POST', path: '/catalog/providers', body });
       return { json: out, human: [...describeProvider(out.provider), '', `add its models with: sluice model add ${name}/<model> --input-price … --output-price …`] };
     },

@@ -32,6 +32,8 @@ import {
 } from '../store/directory-workspaces';
 import type { Route, RouteCall, RouteResult } from './ports';
 import { usageReport } from './usage-report';
+import { auditEntryView, usageRowView } from './views';
+import { formatMoney } from '../core/money-format';
 import { CATALOG_ROUTES } from './catalog-routes';
 
 export type { Route, RouteResult } from './ports';
@@ -91,10 +93,16 @@ function limitQuery(call: RouteCall, fallback: number): number {
   return Number(raw);
 }
 
+/**
+ * Minor units from a body as micro-units. `what` names the amount as a person calls it ("a
+ * credit"), since the CLI prints the message: never the body's field name, and money as `USD 0.00`.
+ */
 function micros(minor: number, what: string, opts: { allowZero?: boolean; signed?: boolean } = {}): number {
-  const min = opts.signed === true ? Number.MIN_SAFE_INTEGER : opts.allowZero === true ? 0 : 1;
   const m = minor * MICROS_PER_MINOR;
-  if (!Number.isSafeInteger(minor) || minor < min || !Number.isSafeInteger(m)) throw new ValidationError(`${what} is out of range`);
+  if (!Number.isSafeInteger(minor) || !Number.isSafeInteger(m)) throw new ValidationError(`${what} is too large to count exactly`);
+  if (opts.signed !== true && minor < (opts.allowZero === true ? 0 : 1)) {
+    throw new ValidationError(`${what} must be ${opts.allowZero === true ? 'at least' : 'more than'} ${formatMoney(0)}, got ${formatMoney(m)}`);
+  }
   return m;
 }
 
@@ -207,7 +215,7 @@ export const ROUTES: readonly Route[] = [
     action: 'workspace.low-credit',
     async run(call) {
       const minor = needIntOrNull(call, 'amountMinor');
-      const out = await setLowCreditThreshold(call.deps.ctx, { workspaceId: ws(call), thresholdMicros: minor === null ? null : micros(minor, 'amountMinor') });
+      const out = await setLowCreditThreshold(call.deps.ctx, { workspaceId: ws(call), thresholdMicros: minor === null ? null : micros(minor, 'a low-credit threshold') });
       return change(call, out, { lowCreditThresholdMicros: out.lowCreditThresholdMicros });
     },
   },
@@ -424,7 +432,7 @@ export const ROUTES: readonly Route[] = [
       const reference = str(call, 'reference');
       const out = await call.deps.balance.credit({
         workspaceId: ws(call),
-        micros: micros(minor, 'amountMinor'),
+        micros: micros(minor, 'a credit'),
         ...(reference === undefined ? {} : { reference }),
         who: call.principal,
         requestId: call.requestId,
@@ -441,11 +449,12 @@ export const ROUTES: readonly Route[] = [
     action: 'credit.adjust',
     async run(call) {
       const minor = intOrNull(call, 'amountMinor');
-      if (minor === undefined || minor === null || minor === 0) throw new ValidationError('amountMinor is required and not zero');
+      if (minor === undefined || minor === null) throw new ValidationError('amountMinor is required');
+      if (minor === 0) throw new ValidationError(`an adjustment cannot be ${formatMoney(0)}: it changes the balance by a signed amount`);
       const reason = need(call, 'reason');
       const out = await call.deps.balance.adjust({
         workspaceId: ws(call),
-        deltaMicros: micros(minor, 'amountMinor', { signed: true }),
+        deltaMicros: micros(minor, 'an adjustment', { signed: true }),
         reason,
         who: call.principal,
         requestId: call.requestId,
@@ -543,7 +552,7 @@ export const ROUTES: readonly Route[] = [
       const requestId = call.params['request'] ?? '';
       const row = await findUsageRow(call.deps.ctx, { workspaceId: ws(call), requestId, sinceMs: since, untilMs: now });
       if (row === undefined) throw new UsageNotFoundError(requestId);
-      return { body: row };
+      return { body: usageRowView(row) };
     },
   },
   // Catalog: providers and models (their own file)
@@ -560,7 +569,7 @@ export const ROUTES: readonly Route[] = [
         ...(workspace === undefined ? { day } : { workspaceId: workspace === 'catalog' ? AUDIT_GLOBAL : workspace }),
         limit: limitQuery(call, 50),
       });
-      return { body: { entries } };
+      return { body: { entries: entries.map(auditEntryView) } };
     },
   },
 ];

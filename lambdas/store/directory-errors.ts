@@ -3,7 +3,9 @@
  * so the CLI can print one line and scripts can branch on `code` (never on the message).
  */
 
-/** Root of every operator-facing refusal; `code` is stable, `message` is for a person. */
+import { formatMoney } from '../core/money-format';
+
+/** Root of every operator-facing refusal; `code` is stable, `message` is for a person (money as `USD 20.50`). */
 export class AdminError extends Error {
   readonly code: string;
 
@@ -167,7 +169,7 @@ export class ReferenceUsedError extends AdminError {
   constructor(reference: string, originalMicros: number, at: number) {
     super(
       'reference_used',
-      `reference ${reference} already credited ${originalMicros} micro-units on ${new Date(at).toISOString()}; a reference credits once`,
+      `reference ${reference} already credited ${formatMoney(originalMicros)} on ${new Date(at).toISOString()}; a reference credits once`,
     );
     this.name = 'ReferenceUsedError';
   }

@@ -165,7 +165,7 @@ export async function createInvitation(
   checkWorkspaceId(input.workspaceId);
   const given = input.email === undefined || input.email === '' ? undefined : checkEmail(input.email);
   const hours = input.expiresInHours ?? INVITATION_DEFAULT_HOURS;
-  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`expiresInHours must be 1 to ${INVITATION_MAX_HOURS}`);
+  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`an invitation lasts 1 to ${INVITATION_MAX_HOURS} hours, not ${String(hours)}`);
   await lapseInvitations(ctx, input.workspaceId);
   const target = existingTarget(await listMemberRecords(ctx, input.workspaceId), { ...input, ...(given === undefined ? {} : { email: given }) });
   const email = given ?? target?.email;

@@ -696,7 +696,7 @@ export class DynamoLedger implements Ledger {
       holdMicros: hold.amountMicros,
       attempts: s.attempts,
       startedAt: hold.createdAt,
-      durationMs: Math.max(0, s.now - hold.createdAt),
+      durationMs: s.durationMs ?? Math.max(0, s.now - hold.createdAt),
       ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
       ...(s.estimated === true ? { estimated: true } : {}),
       ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),

@@ -242,7 +242,7 @@ describe('spend rate cap', () => {
   });
 
   it('refuses 99 and accepts the minimum of 100', async () => {
-    await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 99 })).rejects.toThrow(/at least 100/);
+    await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 99 })).rejects.toThrow(/at least USD 1\.00 per 60 seconds, got USD 0\.99$/);
     await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 100 })).resolves.toEqual({ spendRateCapMinor: 100, previousMinor: 5000 });
     expect((await meta(workspaceId)).spendRateCapMinor).toBe(100);
   });

@@ -130,6 +130,20 @@ describe('npm start', () => {
     ) as { balance: { available: { micros: number } } };
     expect(shown.balance.available.micros).toBe(10_000_000_000);
     expect((await fetch(`${adminUrl}/admin/v1/workspaces`)).status).toBe(401);
+    // The seed's workspace, credit and key are audited like any change to money and keys, as `seed`.
+    const seedAudit = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'audit', 'list', '-w', String(seed.workspaceId), '--json'], { env: cliEnv }).toString(),
+    ) as { entries: { who: string; action: string; workspaceId: string; summary: Record<string, unknown> }[] };
+    expect(seedAudit.entries.map((e) => [e.action, e.who, e.workspaceId]).sort()).toEqual(
+      [['credit.add', 'seed', seed.workspaceId], ['key.create', 'seed', seed.workspaceId], ['workspace.create', 'seed', seed.workspaceId]],
+    );
+    expect(seedAudit.entries.find((e) => e.action === 'credit.add')?.summary).toMatchObject({ amountMicros: 10_000_000_000 });
+    const seedKey = seedAudit.entries.find((e) => e.action === 'key.create')?.summary as { keyId: string; visible: string };
+    expect(seedKey.keyId).toMatch(/^key_/);
+    const history = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'credit', 'history', '-w', String(seed.workspaceId), '--json'], { env: cliEnv }).toString(),
+    ) as { entries: { who: string; amountMicros: number }[] };
+    expect(history.entries).toEqual([expect.objectContaining({ who: 'seed', amountMicros: 10_000_000_000 })]);
 
     // The console: printed, on localhost (a WebAuthn RP needs a domain), its sign-in page served.
     const consoleUrl = (state as unknown as { consoleUrl: string }).consoleUrl;
@@ -141,6 +155,8 @@ describe('npm start', () => {
 
     const rawKey = /API key\s+(slc_\S+)/.exec(first.output())?.[1];
     expect(rawKey).toBeDefined();
+    expect(seedKey.visible).toBe(`${rawKey?.slice(0, 8)}…${rawKey?.slice(-4)}`);
+    expect(JSON.stringify(seedAudit)).not.toContain(rawKey);
     const client = new OpenAI({ baseURL: state.gatewayUrl, apiKey: rawKey, maxRetries: 0 });
     const reply = await client.chat.completions.create({
       model: 'local/sim-small',
