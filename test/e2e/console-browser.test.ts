@@ -63,7 +63,14 @@ function watch(page: Page): void {
     if (m.type() === 'error') problems.push(`console: ${m.text()} @ ${pathOf(m.location().url)}`);
   });
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('requestfailed', (r) => problems.push(`request failed: ${r.method()} ${pathOf(r.url())} ${r.failure()?.errorText ?? ''}`));
+  page.on('requestfailed', (r) => {
+    const why = r.failure()?.errorText ?? '';
+    // Chromium cancels a static asset still loading (the tab's icon) when the walk moves to the next
+    // page: ERR_ABORTED is the browser's own cancellation, not an answer from the console. A server
+    // fault on an asset still shows here (a reset or empty reply) or below as its status.
+    if (why === 'net::ERR_ABORTED' && r.method() === 'GET' && pathOf(r.url()).startsWith('/console/assets/')) return;
+    problems.push(`request failed: ${r.method()} ${pathOf(r.url())} ${why}`);
+  });
   page.on('response', (r) => {
     if (r.status() >= 400) problems.push(`${r.request().method()} ${pathOf(r.url())} → ${r.status()}`);
   });
