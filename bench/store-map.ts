@@ -435,7 +435,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     steps.push({ name: 'document client', run: async () => doc.destroy() });
     const admin: AdminContext = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
     await importCatalog(admin, {});
-    const ledgerTables: LedgerTables = { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') };
+    const ledgerTables: LedgerTables = { ledger: tableName(TABLE_PREFIX, 'ledger'), usage: tableName(TABLE_PREFIX, 'usage') };
     const workspace = async (keys: number, slices = 1, everyLimit = false): Promise<Caller[]> => {
       const ws = await createWorkspace(admin, { name: 'store-map' });
       await addCredit(admin, { workspaceId: ws.workspaceId, minor: 1_000_000 });
@@ -620,7 +620,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     tap.take();
     const sweeperDoc = documentClient({ dynamoEndpoint: sweeperEndpoint });
     steps.push({ name: 'sweeper client', run: async () => sweeperDoc.destroy() });
-    await sweep({ doc: sweeperDoc, holdsTable: tableName(TABLE_PREFIX, 'holds'), ledger: new DynamoLedger(sweeperDoc, ledgerTables), stage: 'local', writeLine: () => undefined }, Date.now());
+    await sweep({ doc: sweeperDoc, usageTable: tableName(TABLE_PREFIX, 'usage'), ledger: new DynamoLedger(sweeperDoc, ledgerTables), stage: 'local', writeLine: () => undefined }, Date.now());
     const swept = tap.take();
     const sweeperRun = {
       readCalls: swept.reads.length,
