@@ -439,6 +439,8 @@ export interface ItemSizes {
   readonly meanBytes: number;
   /** Writes whose item was over 1 KB (each then costs 2 units or more, 4 in a transaction). */
   readonly overOneKb: number;
+  /** Write units of these writes on the table (index entries not counted), in all. */
+  readonly units: number;
 }
 
 /**
@@ -455,19 +457,20 @@ export function itemKind(w: Pick<ItemWrite, 'table' | 'key'>, schema: Pick<Table
 
 /** The sizes of every kind of item written, largest first. */
 export function itemSizes(writes: readonly ItemWrite[], schemaOf: (table: string) => Pick<TableSchema, 'sortKey'>): Record<string, ItemSizes> {
-  const by = new Map<string, { writes: number; max: number; total: number; over: number }>();
+  const by = new Map<string, { writes: number; max: number; total: number; over: number; units: number }>();
   for (const w of writes) {
     if (w.op === 'ConditionCheck') continue;
     const size = Math.max(w.before === undefined ? 0 : itemSize(w.before), w.after === undefined ? 0 : itemSize(w.after));
     const kind = itemKind(w, schemaOf(w.table));
-    const t = by.get(kind) ?? { writes: 0, max: 0, total: 0, over: 0 };
+    const t = by.get(kind) ?? { writes: 0, max: 0, total: 0, over: 0, units: 0 };
     t.writes += 1;
     t.max = Math.max(t.max, size);
     t.total += size;
+    t.units += w.reportedUnits ?? writeUnits(Math.max(size, itemSize(w.key)), w.transactional);
     if (size > 1024) t.over += 1;
     by.set(kind, t);
   }
   const out: Record<string, ItemSizes> = {};
-  for (const [kind, t] of [...by].sort((a, b) => b[1].max - a[1].max)) out[kind] = { writes: t.writes, maxBytes: t.max, meanBytes: t.total / Math.max(1, t.writes), overOneKb: t.over };
+  for (const [kind, t] of [...by].sort((a, b) => b[1].max - a[1].max)) out[kind] = { writes: t.writes, maxBytes: t.max, meanBytes: t.total / Math.max(1, t.writes), overOneKb: t.over, units: t.units };
   return out;
 }

@@ -386,6 +386,6 @@ describe('itemSizes: what a load wrote, by kind of item', () => {
   it('gives the largest, the mean and the writes over 1 KB, largest kind first', () => {
     const sizes = itemSizes([w('BALANCE', 900), w('BALANCE', 1100), w('MONTH#2027-02', 200)], () => ledger);
     expect(Object.keys(sizes)).toEqual(['ledger BALANCE', 'ledger MONTH']);
-    expect(sizes['ledger BALANCE']).toEqual({ writes: 2, maxBytes: 1100, meanBytes: 1000, overOneKb: 1 });
+    expect(sizes['ledger BALANCE']).toEqual({ writes: 2, maxBytes: 1100, meanBytes: 1000, overOneKb: 1, units: 2 + 4 });
   });
 });
