@@ -26,11 +26,11 @@
  * period marked as spread first (`lambdas/store/rollups.ts`): reports sum the shards. Which shard
  * takes a row does not matter to exactly-once, which rests on the row's marker alone.
  *
- * Records of a stream shard are handled in order; at the first one that fails for any other reason
- * (a row that cannot be read, a write that fails) the rows before it are added, the batch stops
- * and that record is reported, so the event source mapping retries from it
- * (`ReportBatchItemFailures`). To find that record, a run whose transaction fails is retried one
- * row at a time.
+ * A record that cannot be read stops the batch there; runs are written with each workspace's rows
+ * together (so a batch of many workspaces shares each one's totals), and when a run's write fails
+ * (retried one row at a time, to find the row), the earliest record in stream order not yet
+ * counted is reported, so the event source mapping retries from it (`ReportBatchItemFailures`):
+ * every record before it is counted, and those after it that were are counted once all the same.
  */
 import type { AttributeValue as SdkAttributeValue } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -186,29 +186,50 @@ class RowFailure {
   ) {}
 }
 
-/** Adds a run of rows; if its transaction fails, row by row, to find the record that fails. */
-async function addRun(store: RollupStore, run: readonly Row[], shards: ReadonlyMap<string, number>, now: number): Promise<RowFailure | undefined> {
+/**
+ * Adds a run of rows; if its transaction fails, row by row, to find the row that fails. Returns the
+ * rows now counted, and the error that stopped it, if one did.
+ */
+async function addRun(store: RollupStore, run: readonly Row[], shards: ReadonlyMap<string, number>, now: number): Promise<{ counted: readonly Row[]; error?: unknown }> {
   try {
     await addRows(store, run, shards, now);
-    return undefined;
+    return { counted: run };
   } catch (err) {
-    if (run.length === 1) return new RowFailure((run[0] as Row).sequence, err);
+    if (run.length === 1) return { counted: [], error: err };
   }
+  const counted: Row[] = [];
   for (const row of run) {
     try {
       await addRows(store, [row], shards, now);
+      counted.push(row);
     } catch (err) {
-      return new RowFailure(row.sequence, err);
+      return { counted, error: err };
     }
   }
-  return undefined;
+  return { counted };
 }
 
 /**
- * Rolls up a batch of usage stream records, in order. Records other than a row's settlement are
- * passed over (`isSettlement`). On the first failure the rows before it are added, the batch stops
- * and the record's `SequenceNumber` is reported, so the mapping retries from it and no later record
- * runs ahead of an earlier one.
+ * The rows of a batch, each workspace's together (in stream order within it), so a run shares its
+ * workspaces' totals among as many rows as it can: a batch of many workspaces, in stream order,
+ * would write each workspace's totals once per run its rows fall in.
+ */
+function byWorkspace(rows: readonly Row[]): Row[] {
+  const first = new Map<string, number>();
+  rows.forEach((r, i) => {
+    if (!first.has(r.facts.workspaceId)) first.set(r.facts.workspaceId, i);
+  });
+  return rows
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => (first.get(a.r.facts.workspaceId) as number) - (first.get(b.r.facts.workspaceId) as number) || a.i - b.i)
+    .map(({ r }) => r);
+}
+
+/**
+ * Rolls up a batch of usage stream records. Records other than a row's settlement are passed over
+ * (`isSettlement`). On a failure the batch stops and the `SequenceNumber` of the earliest record not
+ * yet counted is reported, so the mapping retries from it: every record before it is counted, and
+ * one after it counted already is counted once all the same.
  */
 export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> {
   const write = deps.writeLine ?? ((line: string) => void process.stderr.write(`${line}\n`));
@@ -234,10 +255,16 @@ export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent)
   }
   // One shard per workspace for the whole batch, chosen from the batch's own rows.
   const shards = rollupShards(rows.map((r) => r.facts));
-  for (const run of chunkRows(rows)) {
-    const failed = await addRun(store, run, shards, now);
-    if (failed !== undefined) {
-      failure = failed;
+  // Runs take a workspace's rows together. If one fails, what is reported is the earliest record,
+  // in stream order, not yet counted: the mapping redelivers from it, rows already counted after it
+  // are counted once all the same (their group refuses them), and none before it is left out.
+  const counted = new Set<Row>();
+  for (const run of chunkRows(byWorkspace(rows))) {
+    const result = await addRun(store, run, shards, now);
+    for (const row of result.counted) counted.add(row);
+    if ('error' in result) {
+      const first = rows.find((r) => !counted.has(r)) as Row;
+      failure = new RowFailure(first.sequence, result.error);
       break;
     }
   }

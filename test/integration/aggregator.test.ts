@@ -412,6 +412,39 @@ describe('batched rollups', () => {
     expect(await total(BW, `${Y + 1}-02-11`)).toMatchObject({ requests: 12, chargeMicros: 100 * ((12 * 13) / 2) });
   });
 
+  it('many workspaces\' rows interleaved: each workspace\'s totals written once a batch; a failure reports the earliest row not counted, and the retry from it is exact', async () => {
+    const at = Date.UTC(Y + 1, 1, 15, 9);
+    const day = `${Y + 1}-02-15`;
+    const wsOf = (w: number): string => `ws_mix_${w}`;
+    // Stream order: every workspace's first row, then every workspace's second, and so on.
+    const records = Array.from({ length: 4 }, (_, j) => Array.from({ length: 10 }, (_, w) => usageRecord(wsOf(w), `mx${w}_${j}`, 'key_x', at + j, 10 + w))).flat();
+    const rec = recording();
+    expect(await aggregate({ ...deps, doc: rec.doc }, { Records: records })).toEqual({ batchItemFailures: [] });
+    for (let w = 0; w < 10; w += 1) {
+      expect(rec.sent.reduce((n, x) => n + updatesOf(x.items, `WS#${wsOf(w)}#DAY#${day}`, 'ALL'), 0)).toBe(1);
+      expect(await total(wsOf(w), day)).toMatchObject({ requests: 4, chargeMicros: 4 * (10 + w) });
+    }
+
+    // Again under an outage that strikes one row: the earliest record not counted is reported.
+    const later = Date.UTC(Y + 1, 1, 16, 9);
+    const day2 = `${Y + 1}-02-16`;
+    const again = Array.from({ length: 4 }, (_, j) => Array.from({ length: 10 }, (_, w) => usageRecord(wsOf(w), `my${w}_${j}`, 'key_x', later + j, 10 + w))).flat();
+    let outage = true;
+    const faulty: AggregateDeps = { ...deps, doc: outageFor(db.doc, 'my5_1', () => outage), writeLine: () => undefined };
+    const first = await aggregate(faulty, { Records: again });
+    outage = false;
+    const counted = await Promise.all(again.map((r) => marker(requestIdOf(r) as string)));
+    const earliest = again[counted.indexOf(false)];
+    expect(earliest).toBeDefined();
+    expect(first).toEqual({ batchItemFailures: [{ itemIdentifier: earliest?.dynamodb?.SequenceNumber }] });
+    expect(await marker('my5_1')).toBe(false);
+    // Every record before the reported one is counted.
+    for (const c of counted.slice(0, counted.indexOf(false))) expect(c).toBe(true);
+    // The mapping redelivers from the reported record on: everything counted once.
+    expect(await aggregate(deps, { Records: again.slice(again.indexOf(earliest as DynamoDBRecord)) })).toEqual({ batchItemFailures: [] });
+    for (let w = 0; w < 10; w += 1) expect(await total(wsOf(w), day2)).toMatchObject({ requests: 4, chargeMicros: 4 * (10 + w) });
+  });
+
   it('a batch too large for one transaction is written in runs of at most 100 items, exactly once', async () => {
     const at = Date.UTC(Y + 1, 1, 12, 9);
     // Every row its own workspace: seven items per row, so 14 rows per transaction.
