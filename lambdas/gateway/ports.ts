@@ -93,7 +93,13 @@ export interface Settlement {
   readonly outcome: Outcome;
   readonly attempts: number;
   readonly now: number;
+  /** From the request's arrival to its first byte, on the gateway's clock; never above `durationMs`. */
   readonly firstByteMs?: number;
+  /**
+   * From the request's arrival to its end, on the same clock as `firstByteMs`. Absent where no
+   * request was timed (the sweeper): the row then counts from admission to `now`.
+   */
+  readonly durationMs?: number;
   /** The counts were Sluice's own count, the provider's never arrived (`lambdas/core/token-count.ts`). */
   readonly estimated?: boolean;
 }

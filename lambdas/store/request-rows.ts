@@ -105,7 +105,8 @@ export function settleRowUpdate(usageTable: string, hold: HoldRecord, s: Settlem
   set('chargeMicros', figures.chargeMicros);
   set('holdMicros', hold.amountMicros);
   set('attempts', s.attempts);
-  set('durationMs', Math.max(0, s.now - hold.createdAt));
+  // From the request's arrival, on the gateway's clock (the sweeper times nothing: from the start to now).
+  set('durationMs', s.durationMs ?? Math.max(0, s.now - hold.createdAt));
   if (s.firstByteMs !== undefined) set('firstByteMs', s.firstByteMs);
   if (s.estimated === true) set('estimated', true);
   if (figures.uncollectedMicros > 0) set('uncollectedMicros', figures.uncollectedMicros);
