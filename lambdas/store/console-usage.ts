@@ -9,9 +9,11 @@ import type { UsageRecord } from '../shared/records';
 import type { AdminContext } from './directory-context';
 import { table } from './directory-context';
 import { allUsagePks } from './keys';
+import { settledRowsFilter } from './request-rows';
 
 /** The newest `limit` usage rows of a workspace, newest first. */
 export async function recentUsageRows(ctx: AdminContext, input: { workspaceId: string; limit: number }): Promise<UsageRecord[]> {
+  const settled = settledRowsFilter();
   const perShard = await Promise.all(
     allUsagePks(input.workspaceId).map(async (pk) => {
       const rows: UsageRecord[] = [];
@@ -22,9 +24,8 @@ export async function recentUsageRows(ctx: AdminContext, input: { workspaceId: s
           new QueryCommand({
             TableName: table(ctx, 'usage'),
             KeyConditionExpression: 'pk = :pk',
-            FilterExpression: 'attribute_not_exists(#state) OR #state = :settled',
-            ExpressionAttributeNames: { '#state': 'state' },
-            ExpressionAttributeValues: { ':pk': pk, ':settled': 'settled' },
+            ...settled,
+            ExpressionAttributeValues: { ...settled.ExpressionAttributeValues, ':pk': pk },
             ScanIndexForward: false,
             Limit: input.limit,
             ExclusiveStartKey: start,

@@ -8,6 +8,7 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { UsageRecord } from '../shared/records';
 import { usageRowByRequest } from './balance';
+import { settledRowsFilter } from './request-rows';
 import type { AdminContext } from './directory-context';
 import { table } from './directory-context';
 import { USAGE_SHARDS, allUsagePks } from './keys';
@@ -42,18 +43,18 @@ export async function lastUseOfKey(
     allUsagePks(input.workspaceId).map(async (pk) => {
       let start: Record<string, unknown> | undefined;
       let read = 0;
+      const settled = settledRowsFilter('keyId = :k');
       do {
         const out = await ctx.doc.send(
           new QueryCommand({
             TableName: table(ctx, 'usage'),
             KeyConditionExpression: 'pk = :pk AND sk BETWEEN :since AND :until',
-            // Settled rows (a row from before rows had a state is one); an open one is a running request's hold.
-            FilterExpression: 'keyId = :k AND (attribute_not_exists(#state) OR #state = :settled)',
-            ExpressionAttributeNames: { '#state': 'state' },
+            FilterExpression: settled.FilterExpression,
+            ExpressionAttributeNames: settled.ExpressionAttributeNames,
             ExpressionAttributeValues: {
+              ...settled.ExpressionAttributeValues,
               ':pk': pk,
               ':k': input.keyId,
-              ':settled': 'settled',
               ':since': new Date(input.sinceMs).toISOString(),
               // '~' sorts after '#', so rows of the last millisecond are included.
               ':until': `${new Date(input.untilMs).toISOString()}~`,

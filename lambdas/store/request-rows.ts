@@ -142,6 +142,19 @@ function isInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
 }
 
+/**
+ * A query filter keeping settled rows only (a row from before rows had a state is one): an open
+ * row is a running request's hold, not yet a usage row. ANDed with a caller's own filter, if any.
+ */
+export function settledRowsFilter(also?: string): { FilterExpression: string; ExpressionAttributeNames: Record<string, string>; ExpressionAttributeValues: Record<string, unknown> } {
+  const settled = '(attribute_not_exists(#rowState) OR #rowState = :rowSettled)';
+  return {
+    FilterExpression: also === undefined ? settled : `${also} AND ${settled}`,
+    ExpressionAttributeNames: { '#rowState': 'state' },
+    ExpressionAttributeValues: { ':rowSettled': SETTLED },
+  };
+}
+
 /** Whether a row is open (a hold). */
 export function isOpenRow(item: Item | undefined): boolean {
   return item?.state === OPEN;
