@@ -194,7 +194,7 @@ export function measuredFrom(bench: unknown): Measured {
       return aggregatorLine === undefined ? STATED.aggregator : { ...aggregatorLine, logBytesPerBatch: ci?.aggregator?.logBytesPerBatch ?? 0 };
     })(),
     // The usage table and each of its indexes (projection ALL, lambdas/shared/schema.ts) store the row.
-    storage: { ...measuredOr('storage', ci?.storage, STATED.storage, 'the stored item sizes'), usageRowCopies: 1 + TABLES.usage.indexes.length },
+    storage: { ...measuredOr('storage', ci?.storage, STATED.storage, 'the stored item sizes'), usageRowCopies: 1 + TABLES.usage.indexes.filter((i) => (i.projection ?? 'ALL') === 'ALL').length },
     wire: measuredOr('wire', ci?.wire, STATED.wire, 'the reply bytes'),
     overhead: {
       points,

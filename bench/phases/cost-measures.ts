@@ -4,7 +4,7 @@
  * side (client and provider) against its tokens, one run of the real sweeper and of the real
  * low-credit notifier (their log lines, their time, the sweeper's queries), the real aggregator
  * over batches of the usage rows the run wrote (its time per batch, its log), and the stored sizes
- * of a usage row and of the aggregator's marker as DynamoDB counts them.
+ * of a usage row and of the aggregator's record of a counted row (its share of a group) as DynamoDB counts them.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -86,7 +86,7 @@ export async function costMeasures(stack: Stack, trips: TripReport): Promise<Cos
   countRoundTrips([doc], TABLE_PREFIX, calls);
   const lines: string[] = [];
   const t0 = performance.now();
-  await sweep({ doc, holdsTable: tableName(TABLE_PREFIX, 'holds'), ledger: new DynamoLedger(doc, benchTables()), stage: 'bench', writeLine: (l) => lines.push(l) }, Date.now());
+  await sweep({ doc, usageTable: tableName(TABLE_PREFIX, 'usage'), ledger: new DynamoLedger(doc, benchTables()), stage: 'bench', writeLine: (l) => lines.push(l) }, Date.now());
   const sweeperMs = performance.now() - t0;
   const sweeperBytes = lines.reduce((s, l) => s + Buffer.byteLength(l) + 1, 0);
   const queriesPerRun = calls.calls.filter((c) => c.op === 'Query').length;
@@ -135,8 +135,13 @@ export async function costMeasures(stack: Stack, trips: TripReport): Promise<Cos
     points.push({ rows: n, ms: performance.now() - t });
   }
   const aggregatorLogBytes = lines.reduce((s, l) => s + Buffer.byteLength(l) + 1, 0) / Math.max(1, points.length);
+  // The aggregator's record of counted rows: groups of ids (`lambdas/store/rollups.ts`), so a row's
+  // share is its group's size over the ids it holds.
   const markers = await doc.send(new ScanCommand({ TableName: tableName(TABLE_PREFIX, 'rollups'), FilterExpression: 'begins_with(pk, :seen)', ExpressionAttributeValues: { ':seen': 'SEEN#' } }));
-  const marker = markers.Items?.[0];
+  const groups = markers.Items ?? [];
+  const marker = groups[0];
+  const countedIds = groups.reduce((n, g) => n + (g.ids instanceof Set ? g.ids.size : 1), 0);
+  const markerBytes = countedIds === 0 ? 0 : groups.reduce((n, g) => n + itemSize(wire(g)), 0) / countedIds;
   doc.destroy();
   const lookups = trips.lookupsBeforeFirstByte.map((h) => h.value);
 
@@ -147,7 +152,7 @@ export async function costMeasures(stack: Stack, trips: TripReport): Promise<Cos
     aggregator: { points, logBytesPerBatch: aggregatorLogBytes },
     storage: {
       usageRowBytes,
-      markerBytes: marker === undefined ? 0 : itemSize(wire(marker)),
+      markerBytes,
       markerDays: typeof marker?.ttl === 'number' ? Math.round((marker.ttl - Date.now() / 1000) / 86_400) : 0,
     },
     wire: {

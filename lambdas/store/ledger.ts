@@ -1,7 +1,8 @@
 /**
  * The ledger on DynamoDB, sliced for hot workspaces. One TransactWriteItems admits (the key's
- * request counter, the hold, one slice item, that slice's month share, the key's window and the
- * member's month, each conditional), one settles (the hold, the slice, the windows, the usage row).
+ * request counter, the request's row put open as its hold, one slice item, that slice's month
+ * share, the key's window and the member's month, each conditional), one settles (the row turned
+ * into its usage row, the slice, the windows; `request-rows.ts`).
  *
  * Every condition is written with `ReturnValuesOnConditionCheckFailure: ALL_OLD`, so a cancelled
  * transaction hands back the state it was refused on: a request counter at its limit refuses at
@@ -33,12 +34,13 @@ import { bucketOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservatio
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
-import type { HoldRecord, UsageRecord } from '../shared/records';
+import type { HoldRecord } from '../shared/records';
 import { COUNTER_NAMES, KEY_WINDOW_NAMES, keyCounterDebit, keyShareRebalance, keyShareView, type KeyShareNames } from './items';
 import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
-import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, keySlicePk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
+import { BALANCE_SK, MAX_SLICES, keyPk, keySlicePk, memberPk, monthKey, shardOf, sliceKey, windowKey } from './keys';
+import { extendRowUpdate, holdKey, isOpenRow, openRowPut, pendingChargeUpdate, rowStart, settleRowUpdate } from './request-rows';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -46,7 +48,7 @@ type TransactItem = TransactItems[number];
 /** Table names the ledger writes, and what its usage rows keep. */
 export interface LedgerTables {
   readonly ledger: string;
-  readonly holds: string;
+  /** Requests' rows: each an open hold from admission, a usage row from settlement. */
   readonly usage: string;
   /** Days before DynamoDB TTL collects a usage row; absent: kept. */
   readonly usageRetentionDays?: number;
@@ -55,8 +57,6 @@ export interface LedgerTables {
 const DAY_S = 86_400;
 /** Windows are kept this long past their end, for the CLI's ledger view. */
 const WINDOW_RETENTION_S = 400 * DAY_S;
-/** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
-const HOLD_RETENTION_S = 7 * DAY_S;
 const MAX_ATTEMPTS = 30;
 /** Attempts of a read the store cancelled for a conflict or left unprocessed (about 3 s of pauses). */
 const READ_ATTEMPTS = 20;
@@ -207,7 +207,7 @@ export class DynamoLedger implements Ledger {
     return specs;
   }
 
-  /** The admission's transaction on slice `slice`, items in a fixed order: counter, hold, slice, windows. */
+  /** The admission's transaction on slice `slice`, items in a fixed order: counter, the request's row, slice, windows. */
   private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo): TransactItems {
     const { limits, now } = request;
     const need = request.amountMicros;
@@ -220,8 +220,8 @@ export class DynamoLedger implements Ledger {
         { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, now) },
         k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl) : keyCounterDebit(limits.keyRatePerMinute, counterTtl),
       ),
-      // The hold is new: its id is the request's, so a retried admission cannot place it twice.
-      { Put: { TableName: this.tables.holds, Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } },
+      // The request's row, open: its hold (`request-rows.ts`).
+      openRowPut(this.tables.usage, hold),
     ];
     if (request.byok) return items;
     items.push(
@@ -266,10 +266,9 @@ export class DynamoLedger implements Ledger {
       inputMicros: request.inputMicros,
       windows,
       byok: request.byok,
-      createdAt: now,
+      // The start its id carries: the row's sort key, so the row can be found from the id.
+      createdAt: rowStart(request.holdId, now),
       expiresAt: request.expiresAt,
-      expiryShard: expiryShard(request.holdId),
-      ttl: Math.floor(request.expiresAt / 1000) + HOLD_RETENTION_S,
     };
     const ask: AdmissionAsk = { needMicros: need, limits, byok: request.byok, hasMember: request.memberId !== undefined, now };
     // A need above a limit can never fit: go straight to the snapshot, which names the refusal.
@@ -564,9 +563,9 @@ export class DynamoLedger implements Ledger {
         if (failed(err, 0)) {
           // Either already settled (idempotent: nothing to do), or the stored hold has grown
           // since this copy was taken: settle what is stored, so the right amount returns.
-          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConsistentRead: true }))).Item;
-          if (stored === undefined) return false;
-          hold = { ...hold, amountMicros: num(stored.amountMicros) };
+          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.usage, Key: holdKey(hold), ConsistentRead: true }))).Item;
+          if (!isOpenRow(stored)) return false;
+          hold = { ...hold, amountMicros: num(stored?.amountMicros) };
           continue;
         }
         if (failed(err, 1) && !hold.byok) {
@@ -585,18 +584,8 @@ export class DynamoLedger implements Ledger {
         await pause(attempt);
       }
     }
-    // Leave the computed charge on the hold, so the sweeper settles it for what it really cost.
-    await this.db
-      .send(
-        new UpdateCommand({
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          UpdateExpression: 'SET pendingChargeMicros = :charge',
-          ConditionExpression: 'attribute_exists(holdId)',
-          ExpressionAttributeValues: { ':charge': wanted },
-        }),
-      )
-      .catch(() => undefined);
+    // Leave the computed charge on the open row, so the sweeper settles it for what it really cost.
+    await this.db.send(new UpdateCommand(pendingChargeUpdate(this.tables.usage, hold, wanted))).catch(() => undefined);
     throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
@@ -671,49 +660,11 @@ export class DynamoLedger implements Ledger {
   }
 
   private settleItems(hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number, releaseMicros: number, deficitMicros: number): TransactItems {
-    const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
     const slice = hold.slice ?? 0;
-    const usage: UsageRecord & { uncollectedMicros?: number; pk: string; ttl?: number } = {
-      pk: usagePk(hold.workspaceId, hold.holdId),
-      workspaceId: hold.workspaceId,
-      sk: `${new Date(hold.createdAt).toISOString()}#${hold.holdId}`,
-      requestId: hold.holdId,
-      keyId: hold.keyId,
-      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
-      family: hold.family,
-      requestedModel: hold.requestedModel,
-      ...(s.servedBy !== undefined ? { servedBy: s.servedBy } : {}),
-      ...(s.provider !== undefined ? { provider: s.provider } : {}),
-      stream: s.stream,
-      byok: s.byok ?? hold.byok,
-      status: s.status,
-      outcome: s.outcome,
-      inputTokens: counts.inputTokens,
-      cachedInputTokens: counts.cachedInputTokens,
-      outputTokens: counts.outputTokens,
-      reasoningTokens: counts.reasoningTokens,
-      chargeMicros,
-      holdMicros: hold.amountMicros,
-      attempts: s.attempts,
-      startedAt: hold.createdAt,
-      durationMs: s.durationMs ?? Math.max(0, s.now - hold.createdAt),
-      ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
-      ...(s.estimated === true ? { estimated: true } : {}),
-      ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
-      ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
-    };
     const items: TransactItems = [
-      // Settling is conditional on the hold still existing, which makes it idempotent, and on
-      // its amount, so a stale copy of a hold that has since grown cannot release the wrong sum.
-      {
-        Delete: {
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount',
-          ExpressionAttributeValues: { ':amount': hold.amountMicros },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        },
-      },
+      // The request's row, open with this hold's amount, becomes its usage row (`request-rows.ts`):
+      // idempotent, and a stale copy of a grown hold cannot release the wrong sum.
+      settleRowUpdate(this.tables.usage, hold, s, { chargeMicros, uncollectedMicros, ...(this.tables.usageRetentionDays !== undefined ? { retentionDays: this.tables.usageRetentionDays } : {}) }),
     ];
     if (!hold.byok) {
       items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros })));
@@ -723,7 +674,6 @@ export class DynamoLedger implements Ledger {
         items.push(update(this.tables.ledger, windowKey(hold.workspaceId, slice, sk), windowSettle({ holdMicros: hold.amountMicros, chargeMicros, withRoom })));
       }
     }
-    items.push({ Put: { TableName: this.tables.usage, Item: usage } });
     return items;
   }
 
@@ -737,15 +687,8 @@ export class DynamoLedger implements Ledger {
     let conflicts = 0;
     for (let attempt = 0; attempt < 8; attempt += 1) {
       const items: TransactItems = [
-        {
-          Update: {
-            TableName: this.tables.holds,
-            Key: { holdId: hold.holdId },
-            UpdateExpression: 'SET amountMicros = amountMicros + :extra',
-            ConditionExpression: 'attribute_exists(holdId)',
-            ExpressionAttributeValues: { ':extra': extraMicros },
-          },
-        },
+        // The hold grows on its open row (`request-rows.ts`).
+        extendRowUpdate(this.tables.usage, hold, extraMicros),
         // An extension is a reservation too, so it counts toward the spend rate; it is not
         // refused by the cap, since cutting a running stream for pace would lose what it made.
         update(

@@ -147,9 +147,10 @@ function usageOf(body: string): { prompt_tokens: number; completion_tokens: numb
   return JSON.parse(line.slice(':x-sluice-usage '.length)) as { prompt_tokens: number; completion_tokens: number; charge_micros: number };
 }
 
+/** The ids of the open holds: requests' rows still open. */
 async function openHolds(): Promise<Set<string>> {
-  const out = await tables.doc.send(new ScanCommand({ TableName: tableName(tables.prefix, 'holds'), ConsistentRead: true }));
-  return new Set((out.Items ?? []).map((h) => String(h.holdId)));
+  const out = await tables.doc.send(new ScanCommand({ TableName: tableName(tables.prefix, 'usage'), ConsistentRead: true }));
+  return new Set((out.Items ?? []).filter((h) => h.state === 'open').map((h) => String(h.requestId)));
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
@@ -353,7 +354,7 @@ it('serves 67 concurrent invocations in one process with no request state crossi
     expect(poorRow?.chargeMicros).toBeLessThanOrEqual(poorRow?.holdMicros ?? -1);
 
     // Each workspace's money: its own rows, nothing held, the invariant.
-    const ledgerTables = { ledger: tableName(tables.prefix, 'ledger'), holds: tableName(tables.prefix, 'holds'), usage: tableName(tables.prefix, 'usage') };
+    const ledgerTables = { ledger: tableName(tables.prefix, 'ledger'), usage: tableName(tables.prefix, 'usage') };
     for (const ws of [...seeded.map((s) => s.workspaceId), poorWs.workspaceId]) {
       const b = await readBalance(tables.doc, ledgerTables, ws);
       const own = [...rows.values()].filter((r) => r.workspaceId === ws);
