@@ -363,3 +363,102 @@ export function rollupFamilies(workspaces: readonly FamilyWorkspace[], periods: 
   }
   return out;
 }
+
+/**
+ * Read units of one read of `bytes` (DynamoDB developer guide, "Read/write capacity mode"): 1 per
+ * 4 KB, rounded up (at least one step), for a strongly consistent read; half that eventually
+ * consistent; double inside a transaction (TransactGetItems). A GetItem or BatchGetItem rounds
+ * each item on its own (a missing item still costs one step); a Query or Scan rounds the total it
+ * read once.
+ */
+export function readUnits(bytes: number, kind: 'eventual' | 'strong' | 'transactional'): number {
+  const steps = Math.max(1, Math.ceil(bytes / 4096));
+  return steps * (kind === 'eventual' ? 0.5 : kind === 'strong' ? 1 : 2);
+}
+
+/** One read call, as the tap saw it. */
+export interface ReadCall {
+  readonly source: string;
+  /** `GetItem`, `BatchGetItem`, `TransactGetItems`, `Query`, `Scan`. */
+  readonly op: string;
+  /** Schema names of the tables read (`ledger`, `usage`, …). */
+  readonly tables: readonly string[];
+  readonly units: number;
+  /** Items the call returned. */
+  readonly items: number;
+}
+
+/**
+ * How the usage stream's event source mapping hands records to the aggregator, and what the
+ * traffic puts on the stream: what {@link rowsPerBatch} models a batch from.
+ */
+export interface StreamBatching {
+  /** The mapping's batch size (records read per invocation, at most). */
+  readonly batchSize: number;
+  /** Its batching window, seconds (0: Lambda polls each shard about 4 times a second and invokes with what it found). */
+  readonly windowSeconds: number;
+  /** Stream records each request puts on the usage table's stream. */
+  readonly recordsPerRequest: number;
+  /** Of those, how many reach the function (the mapping's filter drops the rest) and carry a row to add. */
+  readonly rowsPerRequest: number;
+  /** Stream shards the records spread over (one per table partition). */
+  readonly shards: number;
+  /** Polls per second and shard when there is no batching window. @default 4 */
+  readonly pollsPerSecond?: number;
+}
+
+/**
+ * The rows one aggregator invocation gets at `rps` requests per second, in steady state: each
+ * shard gathers `rps × recordsPerRequest / shards` records a second, for the batching window (or
+ * one poll's worth without one), up to the batch size. The batch size is taken to count records
+ * before the filter, which is the smaller (the conservative) reading of Lambda's documentation;
+ * at least one row.
+ */
+export function rowsPerBatch(rps: number, b: StreamBatching): number {
+  const perShard = (rps * b.recordsPerRequest) / Math.max(1, b.shards);
+  const gathered = b.windowSeconds > 0 ? perShard * b.windowSeconds : perShard / (b.pollsPerSecond ?? 4);
+  const records = Math.min(b.batchSize, gathered);
+  return Math.max(1, Math.round((records * b.rowsPerRequest) / Math.max(1, b.recordsPerRequest)));
+}
+
+/** The sizes of the items a load wrote, by kind of item. */
+export interface ItemSizes {
+  /** Writes of this kind of item. */
+  readonly writes: number;
+  /** The largest item (before or after a write), bytes, and the mean over the writes. */
+  readonly maxBytes: number;
+  readonly meanBytes: number;
+  /** Writes whose item was over 1 KB (each then costs 2 units or more, 4 in a transaction). */
+  readonly overOneKb: number;
+}
+
+/**
+ * An item's kind, for {@link itemSizes}: its table and the leading part of its sort key
+ * (`ledger BALANCE`, `ledger MONTH`, `rollups KEY`), a time-led sort key as `<time>`, a table
+ * without one by its name.
+ */
+export function itemKind(w: Pick<ItemWrite, 'table' | 'key'>, schema: Pick<TableSchema, 'sortKey'>): string {
+  if (schema.sortKey === undefined) return w.table;
+  const sk = show(w.key[schema.sortKey.name]);
+  const head = sk.split('#')[0] ?? sk;
+  return `${w.table} ${/^\d/.test(head) ? '<time>' : head}`;
+}
+
+/** The sizes of every kind of item written, largest first. */
+export function itemSizes(writes: readonly ItemWrite[], schemaOf: (table: string) => Pick<TableSchema, 'sortKey'>): Record<string, ItemSizes> {
+  const by = new Map<string, { writes: number; max: number; total: number; over: number }>();
+  for (const w of writes) {
+    if (w.op === 'ConditionCheck') continue;
+    const size = Math.max(w.before === undefined ? 0 : itemSize(w.before), w.after === undefined ? 0 : itemSize(w.after));
+    const kind = itemKind(w, schemaOf(w.table));
+    const t = by.get(kind) ?? { writes: 0, max: 0, total: 0, over: 0 };
+    t.writes += 1;
+    t.max = Math.max(t.max, size);
+    t.total += size;
+    if (size > 1024) t.over += 1;
+    by.set(kind, t);
+  }
+  const out: Record<string, ItemSizes> = {};
+  for (const [kind, t] of [...by].sort((a, b) => b[1].max - a[1].max)) out[kind] = { writes: t.writes, maxBytes: t.max, meanBytes: t.total / Math.max(1, t.writes), overOneKb: t.over };
+  return out;
+}

@@ -4,6 +4,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 
@@ -17,7 +18,7 @@ export interface AggregatorProps {
   readonly rollupsTable: dynamodb.ITable;
   /**
    * Records per invocation.
-   * @default 100
+   * @default USAGE_STREAM_MAPPING.batchSize
    */
   readonly batchSize?: number;
   /**
@@ -78,7 +79,8 @@ export class Aggregator extends Construct {
       new DynamoEventSource(props.usageTable, {
         // Start from the oldest record so nothing written before the mapping exists is skipped.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
-        batchSize: props.batchSize ?? 100,
+        batchSize: props.batchSize ?? USAGE_STREAM_MAPPING.batchSize,
+        ...(USAGE_STREAM_MAPPING.maxBatchingWindowSeconds > 0 ? { maxBatchingWindow: Duration.seconds(USAGE_STREAM_MAPPING.maxBatchingWindowSeconds) } : {}),
         bisectBatchOnError: true,
         retryAttempts: props.retryAttempts ?? 5,
         maxRecordAge: props.maxRecordAge ?? Duration.hours(6),

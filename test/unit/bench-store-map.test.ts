@@ -3,7 +3,29 @@
  * derived from the table schema, and the ceilings drawn from a run's writes.
  */
 import { ROLLUP_SHARDS, rollupPk } from '../../lambdas/store/rollups';
-import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, rollupFamilies, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import {
+  ceilingOf,
+  familyOfChoices,
+  hottest,
+  itemKind,
+  itemSize,
+  itemSizes,
+  keyPartitions,
+  keyWrites,
+  numberSize,
+  partitionText,
+  readUnits,
+  rollupFamilies,
+  rowsPerBatch,
+  storeFamilies,
+  valueSize,
+  writeUnits,
+  type ItemWrite,
+  type KeyFamily,
+  type KeyWrite,
+  type StreamBatching,
+  type WireItem,
+} from '../../bench/store-map-model';
 import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, keyPk, monthPk, slicePk, usagePk, windowKey } from '../../lambdas/store/keys';
 import type { TableSchema } from '../../lambdas/shared/schema';
 
@@ -293,5 +315,61 @@ describe('rollupFamilies: a hot workspace\'s rollup shards, from the store\'s ow
     const [top] = hottest(writes, 16 * 50, 'partition', false, families);
     expect(top?.shards).toBe(ROLLUP_SHARDS);
     expect(top?.unitsPerRequest).toBeCloseTo(0.28 / ROLLUP_SHARDS, 12);
+  });
+});
+
+describe('read units', () => {
+  it.each<[number, 'eventual' | 'strong' | 'transactional', number]>([
+    [0, 'eventual', 0.5],
+    [0, 'strong', 1],
+    [4096, 'strong', 1],
+    [4097, 'strong', 2],
+    [9000, 'eventual', 1.5],
+    [100, 'transactional', 2],
+    [8193, 'transactional', 6],
+  ])('%i bytes, %s: %d units', (bytes, kind, units) => {
+    expect(readUnits(bytes, kind)).toBe(units);
+  });
+});
+
+describe('rowsPerBatch: the aggregator\'s batches, from the mapping and the traffic', () => {
+  const today: StreamBatching = { batchSize: 100, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: 4 };
+  const windowed: StreamBatching = { batchSize: 1000, windowSeconds: 30, recordsPerRequest: 2, rowsPerRequest: 1, shards: 4 };
+  it.each<[string, StreamBatching, number, number]>([
+    // No window: a poll's worth, four polls a second per shard.
+    ['no window, 10 req/s: a row at a time', today, 10, 1],
+    ['no window, 100 req/s', today, 100, 6],
+    ['no window, 1,000 req/s', today, 1000, 63],
+    ['no window, 100,000 req/s: the batch size binds', today, 100_000, 100],
+    // A 30 s window gathers 30 s of a shard's records, up to the batch size counted before the filter.
+    ['a window, 10 req/s', windowed, 10, 75],
+    ['a window, 100 req/s: the batch size binds (records, half of them rows)', windowed, 100, 500],
+    ['a window, 1,000 req/s', windowed, 1000, 500],
+  ])('%s', (_name, b, rps, rows) => {
+    expect(rowsPerBatch(rps, b)).toBe(rows);
+  });
+});
+
+describe('itemSizes: what a load wrote, by kind of item', () => {
+  const ledger = { sortKey: { name: 'sk', type: 'S' as const } };
+  const w = (sk: string, bytes: number): ItemWrite => ({
+    source: 'gateway',
+    op: 'Update',
+    table: 'ledger',
+    transactional: true,
+    key: { pk: { S: 'WS#a' }, sk: { S: sk } },
+    after: { pad: { S: 'x'.repeat(bytes - 3) } },
+    workspaces: ['a'],
+  });
+  it('names a kind by its table and the head of its sort key', () => {
+    expect(itemKind(w('BALANCE', 10), ledger)).toBe('ledger BALANCE');
+    expect(itemKind(w('MONTH#2027-02', 10), ledger)).toBe('ledger MONTH');
+    expect(itemKind(w('2027-02-13T10:00:00.000Z#req_1', 10), ledger)).toBe('ledger <time>');
+    expect(itemKind({ table: 'holds', key: { holdId: { S: 'h' } } }, {})).toBe('holds');
+  });
+  it('gives the largest, the mean and the writes over 1 KB, largest kind first', () => {
+    const sizes = itemSizes([w('BALANCE', 900), w('BALANCE', 1100), w('MONTH#2027-02', 200)], () => ledger);
+    expect(Object.keys(sizes)).toEqual(['ledger BALANCE', 'ledger MONTH']);
+    expect(sizes['ledger BALANCE']).toEqual({ writes: 2, maxBytes: 1100, meanBytes: 1000, overOneKb: 1 });
   });
 });
