@@ -194,6 +194,40 @@ describe('admit: the transaction', () => {
     expect(valueNear(retry, /#rr >= (:v\d+)/)).toBe(NEED - 700);
   });
 
+  test('a slice whose guard lap no longer tells its slots apart (left alone for hours) is tidied, then written, without a read', async () => {
+    const old = SECOND - 1000 * 64; // a thousand laps ago: beyond the 900 a slot's value tells apart
+    const k = old % 64;
+    const item = { pk: PK, sk: 'BALANCE', availableMicros: 10 * NEED, heldMicros: 0, rc: CAP, rr: CAP - 700, rt: 700, rl: lapOf(old), [slotName(k)]: slotValue(old, 700) };
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', { Code: 'ConditionalCheckFailed', Item: item }, 'None', 'None')).resolves({});
+    expect((await new DynamoLedger(doc, TABLES).admit(request())).admitted).toBe(true);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
+    const [, tidy, again] = transactions();
+    const tidied = tidy?.[0]?.Update;
+    expect(tidied?.Key).toEqual({ pk: PK, sk: 'BALANCE' });
+    // The aged-out slot removed on exactly what was read, its amount back to the headroom, the guard moved to this lap.
+    expect(tidied?.UpdateExpression).toContain(`REMOVE ${ref(tidied, slotName(k))}`);
+    expect(valueNear(tidied, new RegExp(`${ref(tidied, slotName(k))} = (:v\\d+)`))).toBe(slotValue(old, 700));
+    expect(valueNear(tidied, /#rl = (:v\d+)\)/)).toBe(lapOf(old));
+    expect(valueNear(tidied, /SET #rl = (:v\d+)/)).toBe(lapOf(SECOND));
+    expect(valueNear(tidied, /#rt (:v\d+)/)).toBe(-700);
+    // Then the admission, as it was.
+    expect(again?.map(keyOf)).toEqual((transactions()[0] as Items).map(keyOf));
+  });
+
+  test("a slice whose month share is an earlier month's: the retry starts this month's share whole, conditioned on that month", async () => {
+    const item = { pk: PK, sk: 'BALANCE', availableMicros: 10 * NEED, heldMicros: 0, mo: 202610, ms: 5, mh: 7, mu: 12, mr: 3, ml: 100_000_000 };
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', 'None', { Code: 'ConditionalCheckFailed', Item: item }, 'None', 'None')).resolves({});
+    expect((await new DynamoLedger(doc, TABLES).admit(request())).admitted).toBe(true);
+    expect(ddb.commandCalls(TransactGetCommand)).toHaveLength(0);
+    const retry = (transactions()[1] as Items)[2]?.Update;
+    expect(valueNear(retry, /#mo = (:v\d+)\)/)).toBe(202610);
+    expect(valueNear(retry, /SET #mo = (:v\d+)/)).toBe(MONTH);
+    // Slice 0 starts the month with the whole limit as headroom, less this need; nothing settled yet.
+    expect(valueNear(retry, /#mr = (:v\d+)/)).toBe(100_000_000 - NEED);
+    expect(valueNear(retry, /#mh = (:v\d+)/)).toBe(NEED);
+    expect(valueNear(retry, /#ms = (:v\d+)/)).toBe(0);
+  });
+
   test('the key at its request rate: refused from the counter ALL_OLD returned, without a read', async () => {
     ddb.on(TransactWriteCommand).rejects(cancelled({ Code: 'ConditionalCheckFailed', Item: { pk: KEY_PK, sk: RATE_SK, requests: 60 } }, 'None', 'None', 'None', 'None'));
     const outcome = await new DynamoLedger(doc, TABLES).admit(request());
@@ -420,6 +454,16 @@ describe('settle', () => {
     expect(valueNear(second[1]?.Update, /#availableMicros (:v\d+)/)).toBe(-300);
     expect(valueNear(second[1]?.Update, /#availableMicros >= (:v\d+)/)).toBe(300);
     expect(second[4]?.Put?.Item).toMatchObject({ chargeMicros: NEED + 300, uncollectedMicros: 700 });
+  });
+
+  test("a hold whose month is over (the slice's share started over): settled again without the month share", async () => {
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', { Code: 'ConditionalCheckFailed', Item: { pk: PK, sk: 'BALANCE', availableMicros: 300, mo: 202612 } }, 'None', 'None', 'None')).resolves({});
+    await expect(ledgerFor().settle(hold, settlement(1_500_000))).resolves.toBe(true);
+    const [first, second] = transactions();
+    expect(valueNear(first?.[1]?.Update, /#mo = (:v\d+)/)).toBe(MONTH);
+    expect(second?.[1]?.Update?.UpdateExpression).not.toContain('#mu');
+    expect(second?.[1]?.Update?.ConditionExpression ?? '').not.toContain('#mo');
+    expect(valueNear(second?.[1]?.Update, /#spentMicros (:v\d+)/)).toBe(1_500_000);
   });
 
   test('already settled (the hold Delete failed and no hold came back): resolves false, one transaction', async () => {
