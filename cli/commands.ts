@@ -560,7 +560,7 @@ export const COMMANDS: readonly Command[] = [
   {
     group: 'key',
     action: 'rotate',
-    summary: 'mint a replacement and end the old key in one transaction; the new key is printed once',
+    summary: 'mint a replacement and end the old key in one transaction; the new key is printed once (an expired key is never renewed: revoke it instead)',
     usage: '--workspace <id> --key <keyId|visible> [--expires <ISO instant> | --no-expiry]',
     options: { ...WORKSPACE, key: { type: 'string' }, expires: { type: 'string' }, 'no-expiry': { type: 'boolean' } },
     positionals: [0, 0],

@@ -85,6 +85,16 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
     );
   }
 
+  // Managed instances (a stage with compute managed-instances): the capacity provider's operator role.
+  const operatorRole = child(stack, 'ManagedInstances/CapacityProvider/OperatorRole');
+  if (operatorRole !== undefined) {
+    ack(
+      operatorRole,
+      'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AWSLambdaManagedEC2ResourceOperator]',
+      'The role Lambda assumes to launch and run the managed instances; AWSLambdaManagedEC2ResourceOperator is the policy AWS documents for it and extends as the service grows (CloudWatch Logs and VPC encryption-control permissions were added after launch), where a copy kept here would fall behind and break the capacity provider. Only Lambda can assume the role.',
+    );
+  }
+
   const aggregator = child(stack, 'Aggregator');
   ack(aggregator, 'AwsSolutions-IAM5[Resource::*]', 'dynamodb:ListStreams, added by the stream event source, cannot be scoped to a resource.');
   const dlq = child(stack, 'Aggregator/DeadLetters');

@@ -20,7 +20,7 @@ import { sweepEveryMs } from './sweep-interval';
 import { notifyEveryMs, startLocalNotifier } from './notifier';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { ScheduledEvent } from 'aws-lambda';
@@ -209,7 +209,9 @@ async function main(): Promise<void> {
 }
 
 async function start(): Promise<void> {
-  await mkdir(STATE_DIR, { recursive: true });
+  // The user's alone, like `.dynamodb/`: it holds the admin token and the BYOK keys.
+  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
+  await chmod(STATE_DIR, 0o700);
   await reclaimPreviousRun();
   checkCancelled();
 

@@ -21,6 +21,7 @@ import {
   TrimmedDataAccessException,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { repeat } from './repeat';
 import { makeDynamoClient } from './tables';
 
 /** The handler the poller invokes, like a stream-triggered Lambda's. */
@@ -49,6 +50,19 @@ export interface StreamPollerOptions {
   readonly autoStart?: boolean;
   /** @default console.error */
   readonly log?: (message: string) => void;
+  /**
+   * Where to resume: for each shard id, the sequence number of the last record already done with
+   * (what {@link StreamPoller.checkpoints} returned before). Shards not named here start at
+   * TRIM_HORIZON; ids of another stream (a table made again) simply match nothing.
+   * @default every shard from TRIM_HORIZON
+   */
+  readonly resumeAfter?: Readonly<Record<string, string>>;
+  /**
+   * How often a pass lists the stream's shards again (DescribeStream), in milliseconds; passes in
+   * between poll the shards already known. Tables whose shards rarely change can be polled often
+   * without a DescribeStream each time. @default 0 (every pass)
+   */
+  readonly discoverEveryMs?: number;
 }
 
 /** A running poller. */
@@ -58,6 +72,8 @@ export interface StreamPoller {
   pollOnce(): Promise<number>;
   /** Passes until one finds nothing; resolves to the records handed over in total. */
   drain(): Promise<number>;
+  /** For each shard, the sequence number of the last record done with, for `resumeAfter`. */
+  checkpoints(): Record<string, string>;
   /**
    * Moves past every record the stream holds now without handing any over (as a mapping created
    * at LATEST would start); resolves to the records passed over. For the bench, which measures
@@ -116,8 +132,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return next;
   };
 
+  let discoveredAt: number | undefined;
   async function pass(): Promise<number> {
-    await discoverShards();
+    const now = Date.now();
+    if (discoveredAt === undefined || now - discoveredAt >= (options.discoverEveryMs ?? 0)) {
+      await discoverShards();
+      discoveredAt = now;
+    }
     let delivered = 0;
     for (const shard of shards.values()) {
       if (shard.finished || !parentDone(shard)) continue;
@@ -139,7 +160,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
 
   function addShard(shard: Shard): void {
     if (shard.ShardId === undefined || shards.has(shard.ShardId)) return;
-    shards.set(shard.ShardId, { shardId: shard.ShardId, parentShardId: shard.ParentShardId, failures: 0, finished: false });
+    shards.set(shard.ShardId, {
+      shardId: shard.ShardId,
+      parentShardId: shard.ParentShardId,
+      checkpoint: options.resumeAfter?.[shard.ShardId],
+      failures: 0,
+      finished: false,
+    });
   }
 
   /** A child shard waits for its parent, so each key's records stay in order. */
@@ -252,27 +279,12 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return false;
   }
 
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = async (): Promise<void> => {
-    while (!stopped) {
-      try {
-        await serialised();
-      } catch (err) {
-        log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
-    }
-  };
-  const running = options.autoStart === false ? Promise.resolve() : loop();
+  const looping =
+    options.autoStart === false
+      ? undefined
+      : repeat(intervalMs, serialised, (err) =>
+          log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`),
+        );
 
   let stopping: Promise<void> | undefined;
   const drain = async (): Promise<number> => {
@@ -289,6 +301,11 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
   return {
     streamArn,
     pollOnce: serialised,
+    checkpoints(): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const shard of shards.values()) if (shard.checkpoint !== undefined) out[shard.shardId] = shard.checkpoint;
+      return out;
+    },
     drain,
     async skip(): Promise<number> {
       skipping = true;
@@ -300,9 +317,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     },
     stop: () =>
       (stopping ??= (async () => {
-        stopped = true;
-        wake?.();
-        await running;
+        await looping?.stop();
         await queue;
         streams.destroy();
       })()),

@@ -226,8 +226,9 @@ export class DynamoWire implements DocumentSender {
     const secure = this.url.protocol === 'https:';
     this.transport = secure ? https : http;
     // No cap on sockets: a call must never wait in this process for a connection, since that wait
-    // would count against its budget. A deployed function serves one request at a time; local mode
-    // and the tests serve many at once and must not queue behind an arbitrary limit.
+    // would count against its budget. A function on demand serves one request at a time; on Lambda
+    // Managed Instances, in local mode and in the tests it serves many at once, and none may queue
+    // behind an arbitrary limit.
     const sockets = options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {};
     this.agent = secure ? new https.Agent({ keepAlive: true, ...sockets }) : new http.Agent({ keepAlive: true, ...sockets });
     this.signer = new WireSigner(options.region, this.url.host);

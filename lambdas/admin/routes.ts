@@ -285,7 +285,7 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'members', ':member'],
     action: 'member.remove',
     async run(call) {
-      const out = await removeMember(call.deps.ctx, { workspaceId: ws(call), memberId: call.params['member'] ?? '', revokeKeys: flagQuery(call, 'revokeKeys') });
+      const out = await removeMember(call.deps.ctx, { workspaceId: ws(call), memberId: call.params['member'] ?? '', revokeKeys: flagQuery(call, 'revokeKeys'), by: call.principal });
       return change(call, out, { memberId: out.memberId, revokedKeyIds: out.revokedKeyIds, keptKeyIds: out.keptKeyIds });
     },
   },
@@ -302,19 +302,26 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'invitations'],
     action: 'member.invite',
     async run(call) {
-      const role = str(call, 'role') ?? 'member';
-      if (role !== 'member' && role !== 'owner') throw new ValidationError('role must be member or owner');
+      const role = str(call, 'role');
+      if (role !== undefined && role !== 'member' && role !== 'owner') throw new ValidationError('role must be member or owner');
       const hours = intOrNull(call, 'expiresInHours');
+      // `memberId` (or an e-mail a member already has, or the owner role) names an existing
+      // member: the invitation adds a passkey to them and holds no key slot.
+      const memberId = str(call, 'memberId');
+      const email = str(call, 'email');
+      if (memberId === undefined && (email === undefined || email === '')) throw new ValidationError('email is required');
       const out = await createInvitation(call.deps.ctx, {
         workspaceId: ws(call),
-        email: need(call, 'email'),
-        role,
+        ...(email === undefined ? {} : { email }),
+        ...(role === undefined ? {} : { role }),
+        ...(memberId === undefined ? {} : { memberId }),
         ...(hours === undefined || hours === null ? {} : { expiresInHours: hours }),
         invitedBy: call.principal,
       });
       // The token is in the answer only (it makes the link): never in the audit, a log or a table.
       const link = `/console/join#ws=${encodeURIComponent(ws(call))}&invitation=${encodeURIComponent(out.token)}`;
-      return change(call, { ...out, link }, { invitationId: out.invitation.invitationId, role, memberId: out.invitation.memberId }, 201);
+      const { invitation } = out;
+      return change(call, { ...out, link }, { invitationId: invitation.invitationId, role: invitation.role, memberId: invitation.memberId, kind: invitation.kind }, 201);
     },
   },
   {
@@ -392,7 +399,7 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'keys', ':key', 'revoke'],
     action: 'key.revoke',
     async run(call) {
-      const out = await revokeKey(call.deps.ctx, keyRef(call));
+      const out = await revokeKey(call.deps.ctx, { ...keyRef(call), by: call.principal });
       return change(call, out, { keyId: out.keyId, visible: out.visible, wasExpired: out.wasExpired });
     },
   },
@@ -402,7 +409,7 @@ export const ROUTES: readonly Route[] = [
     action: 'key.rotate',
     async run(call) {
       const expiresAt = instantOrNull(call, 'expiresAt');
-      const out = await rotateKey(call.deps.ctx, { ...keyRef(call), ...(expiresAt === undefined ? {} : { expiresAt }) });
+      const out = await rotateKey(call.deps.ctx, { ...keyRef(call), ...(expiresAt === undefined ? {} : { expiresAt }), by: call.principal });
       return change(call, out, { keyId: out.keyId, visible: out.visible, replacedVisible: out.replacedVisible });
     },
   },

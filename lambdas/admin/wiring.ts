@@ -30,5 +30,6 @@ export function makeAdminDeps(config: RuntimeConfig, env: NodeJS.ProcessEnv = pr
     balance: new DynamoBalancePort(ctx),
     // One JSON line per fault, by kind: never a body, a key or a secret.
     logFault: (fields) => console.error(JSON.stringify({ level: 'error', ...fields })),
+    env,
   };
 }

@@ -7,6 +7,9 @@
 /** Cadence on which a key's credit-limit window resets. `never` is one window for all time. */
 export type WindowCadence = 'daily' | 'weekly' | 'monthly' | 'never';
 
+/** How a key ended: revoked, replaced by a rotation, or revoked with its member's removal. */
+export type KeyEndedHow = 'revoked' | 'rotated' | 'member-removed';
+
 /** keys table: one API key, addressed by the SHA-256 hex of the raw key. */
 export interface KeyRecord {
   readonly keyHash: string;
@@ -23,6 +26,10 @@ export interface KeyRecord {
   readonly expiresAt?: number;
   /** Set when the key has ended (revoked or replaced); such a key is refused like one never issued. */
   readonly revokedAt?: number;
+  /** Who ended it (the management principal), set with `revokedAt`; absent on keys ended before it was kept. */
+  readonly endedBy?: string;
+  /** How it ended, set with `revokedAt`. */
+  readonly endedHow?: KeyEndedHow;
   /** The key's credit limit in micro-units; absent for none. */
   readonly creditLimitMicros?: number;
   /** The window the credit limit counts over (default `monthly`). */

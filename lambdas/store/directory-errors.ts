@@ -70,10 +70,19 @@ export class KeySlotsFullError extends AdminError {
   }
 }
 
-/** An expired key cannot be given a new expiry: SPEC says expired keys are never renewed. */
+/**
+ * An expired key cannot be given a new expiry, nor a replacement by rotation: SPEC says expired
+ * keys are never renewed (a new key is created). It can still be revoked, which frees its slot.
+ */
 export class KeyExpiredError extends AdminError {
-  constructor(keyId: string, expiredAt: number) {
-    super('key_expired', `key ${keyId} expired at ${new Date(expiredAt).toISOString()} and is never renewed; create a new key`);
+  constructor(keyId: string, expiredAt: number, refused: 'expiry' | 'rotate' = 'expiry') {
+    const when = new Date(expiredAt).toISOString();
+    super(
+      'key_expired',
+      refused === 'rotate'
+        ? `key ${keyId} expired at ${when}: an expired key is never renewed, so it can be revoked (which frees its slot) but not rotated; create a new key`
+        : `key ${keyId} expired at ${when} and is never renewed; create a new key`,
+    );
     this.name = 'KeyExpiredError';
   }
 }

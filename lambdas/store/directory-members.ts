@@ -108,7 +108,7 @@ const MAX_ROUNDS = 6;
  */
 export async function removeMember(
   ctx: AdminContext,
-  input: { workspaceId: string; memberId: string; revokeKeys: boolean },
+  input: { workspaceId: string; memberId: string; revokeKeys: boolean; by?: string },
 ): Promise<{ memberId: string; revokedKeyIds: string[]; keptKeyIds: string[] }> {
   checkWorkspaceId(input.workspaceId);
   const { workspaceId, memberId } = input;
@@ -143,9 +143,12 @@ export async function removeMember(
         Update: {
           TableName: table(ctx, 'keys'),
           Key: { keyHash: k.keyHash },
-          UpdateExpression: input.revokeKeys ? 'SET revokedAt = :now' : 'REMOVE memberId',
+          // An ended key keeps how and by whom, like a revoked one (the console lists ended keys).
+          UpdateExpression: input.revokeKeys ? `SET revokedAt = :now, endedHow = :how${input.by === undefined ? '' : ', endedBy = :by'}` : 'REMOVE memberId',
           ConditionExpression: 'attribute_exists(keyHash) AND attribute_not_exists(revokedAt) AND memberId = :m',
-          ExpressionAttributeValues: input.revokeKeys ? { ':now': now, ':m': memberId } : { ':m': memberId },
+          ExpressionAttributeValues: input.revokeKeys
+            ? { ':now': now, ':m': memberId, ':how': 'member-removed', ...(input.by === undefined ? {} : { ':by': input.by }) }
+            : { ':m': memberId },
         },
       });
     }

@@ -279,7 +279,7 @@ describe("the operator's day", () => {
     expect(all.keys.filter((k) => k.keyId === used.keyId).map((k) => k.state)).toEqual(['ended']);
   });
 
-  it('revokes an expired key, which frees the slot it still held', async () => {
+  it('refuses to rotate an expired key, and revokes it, which frees the slot it still held', async () => {
     // Far enough ahead to outlast a CLI start on a busy machine.
     const soon = Date.now() + 8_000;
     const k = await ok<{ rawKey: string; keyId: string }>(['key', 'create', '-w', ws, '--expires', new Date(soon).toISOString()]);
@@ -287,6 +287,19 @@ describe("the operator's day", () => {
     await sleep(Math.max(0, soon - Date.now()) + 300);
     expect(await call(k.rawKey)).toMatchObject({ status: 401, code: 'key_expired' });
     await expect(ok(['key', 'show', '-w', ws, '--key', k.keyId])).resolves.toMatchObject({ state: 'expired' });
+    // Never renewed (SPEC): a rotation would mint a live key with its id and limit, so it is refused.
+    const rotations = async (): Promise<number> => (await ok<{ entries: { action: string }[] }>(['audit', 'list', '-w', ws, '--limit', '1000'])).entries.filter((e) => e.action === 'key.rotate').length;
+    const rotated = await rotations();
+    const refusal = await refused(['key', 'rotate', '-w', ws, '--key', k.keyId]);
+    expect(refusal.code).toBe('key_expired');
+    expect(refusal.stderr).toMatch(/^sluice: key key_\w+ expired at \S+: an expired key is never renewed, so it can be revoked \(which frees its slot\) but not rotated; create a new key\n$/);
+    expect((await refused(['key', 'rotate', '-w', ws, '--key', k.keyId, '--no-expiry'])).code).toBe('key_expired');
+    const api = await fetch(`${admin.url}/admin/v1/workspaces/${ws}/keys/${k.keyId}/rotate`, { method: 'POST', headers: { authorization: `Bearer ${admin.token}` }, body: '{}' });
+    expect(api.status).toBe(409);
+    expect(((await api.json()) as { error: { code: string; type: string } }).error).toMatchObject({ code: 'key_expired', type: 'invalid_request_error' });
+    expect(await rotations()).toBe(rotated);
+    expect(await keySlots(ws)).toBe(slots);
+    expect(await call(k.rawKey)).toMatchObject({ status: 401, code: 'key_expired' });
     await expect(ok(['key', 'revoke', '-w', ws, '--key', k.keyId])).resolves.toMatchObject({ wasExpired: true });
     expect(await keySlots(ws)).toBe(slots - 1);
   });

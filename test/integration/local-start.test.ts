@@ -3,7 +3,7 @@
  * official openai client against it, then Ctrl-C, and a second start on the same data.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,6 +12,7 @@ import OpenAI from 'openai';
 import { isAlive, isDynamoLocalProcess } from '../../local/dynamo-local';
 import { freePort } from '../../local/free-port';
 import { makeDynamoClient } from '../../local/tables';
+import { expectLoopbackOnly } from '../support/loopback-only';
 
 const REPO = resolve(__dirname, '../..');
 
@@ -53,6 +54,18 @@ async function waitFor(run: Run, marker: string, ms: number): Promise<void> {
 
 function interrupt(run: Run): void {
   if (run.child.pid !== undefined && run.child.exitCode === null) process.kill(-run.child.pid, 'SIGINT');
+}
+
+/** `.dynamodb/` and `.sluice/` are the user's alone: folders 0700, every file in them 0600. */
+function expectOwnerOnly(home: string): void {
+  for (const folder of ['.dynamodb', '.sluice']) {
+    const dir = join(home, folder);
+    expect({ dir: folder, mode: statSync(dir).mode & 0o777 }).toEqual({ dir: folder, mode: 0o700 });
+    const files = readdirSync(dir);
+    expect(files.length).toBeGreaterThan(0);
+    for (const name of files) expect({ name, mode: statSync(join(dir, name)).mode & 0o777 }).toEqual({ name, mode: 0o600 });
+  }
+  expect(readdirSync(join(home, '.dynamodb'))).toContain('shared-local-instance.db');
 }
 
 interface StateFile {
@@ -98,6 +111,9 @@ describe('npm start', () => {
       pids: { start: expect.any(Number), dynamodb: expect.any(Number) },
     });
     expect(isDynamoLocalProcess(state.pids.dynamodb)).toBe(true);
+    // DynamoDB Local answers on loopback only: from the machine's network address it is refused.
+    expect(state.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expectLoopbackOnly(Number(new URL(state.endpoint).port));
     const seed = JSON.parse(readFileSync(join(home, '.sluice', 'seed.json'), 'utf8')) as Record<string, unknown>;
     expect(Object.keys(seed)).toEqual(['workspaceId']); // never the raw key
 
@@ -164,6 +180,11 @@ describe('npm start', () => {
       execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), ...args, '--json'], { env: cliEnv, input }).toString();
     sluice(['provider', 'add', 'selfhosted', '--base-url', state.simulatorUrl, '--auth', 'none']);
     sluice(['model', 'add', 'selfhosted/sim-small', '--input-price', '0.10', '--output-price', '0.40', '--max-output', '1000']);
+    // Local mode's own provider lists at the simulator's real address, not the catalog's placeholder.
+    const providers = (JSON.parse(sluice(['provider', 'list'])) as { providers: { name: string; baseUrl: string | null }[] }).providers;
+    expect(state.simulatorUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(providers.find((p) => p.name === 'local')?.baseUrl).toBe(state.simulatorUrl);
+    expect(providers.find((p) => p.name === 'selfhosted')?.baseUrl).toBe(state.simulatorUrl);
 
     // The low-credit notice, locally: one log line and one event per crossing, never one per run.
     sluice(['workspace', 'low-credit', '-w', String(seed.workspaceId), '--threshold', '1000000']);
@@ -176,6 +197,7 @@ describe('npm start', () => {
     expect(readFileSync(eventsFile, 'utf8').trim().split('\n')).toHaveLength(1);
     expect(first.output().split('low credit: workspace').length - 1).toBe(1);
 
+    expectOwnerOnly(home);
     interrupt(first);
     expect(await first.exited).toBe(0);
     expect(isAlive(state.pids.dynamodb)).toBe(false);
@@ -187,6 +209,8 @@ describe('npm start', () => {
     await waitFor(second, 'Ctrl-C stops everything', 150_000);
     const state2 = JSON.parse(readFileSync(join(home, '.sluice', 'local.json'), 'utf8')) as StateFile;
     dynamoPids.push(state2.pids.dynamodb);
+    await expectLoopbackOnly(Number(new URL(state2.endpoint).port));
+    expectOwnerOnly(home);
     expect(second.output()).toContain(`key create --workspace ${String(seed.workspaceId)}`);
     expect(second.output()).not.toMatch(/API key\s+slc_/);
     // The admin token is created once and kept.
