@@ -32,7 +32,7 @@ import { performance } from 'node:perf_hooks';
 import { addCredit, addMember, createKey, createWorkspace, importCatalog, setKeyCreditLimit, setMemberMonthlyLimit, setSpendRateCap, setWorkspaceMonthlyLimit, type AdminContext } from '../local/ops';
 import { documentClient } from '../lambdas/adapters/dynamo-client';
 import { aggregate } from '../lambdas/aggregator/aggregate';
-import { USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { sweep } from '../lambdas/sweeper/sweep';
 import { loadConfig } from '../lambdas/shared/config';
 import { TABLES, tableName, type TableName } from '../lambdas/shared/schema';
@@ -73,6 +73,8 @@ interface MapPlan {
   readonly workspaces: number;
   /** Requests per load. */
   readonly requests: number;
+  /** Requests of each goal workspace's load: enough for the aggregator's largest modelled batches. */
+  readonly goalRequests: number;
   /** Concurrency of the many-workspaces and five-key loads (the one-key load runs at a quarter). */
   readonly concurrency: number;
   /** Length of each throughput slice, and slices per side. */
@@ -82,8 +84,8 @@ interface MapPlan {
   readonly growMs: number;
 }
 
-const FULL: MapPlan = { workspaces: 64, requests: 640, concurrency: 64, sliceMs: 5_000, rounds: 2, growMs: 60_000 };
-const QUICK: MapPlan = { workspaces: 64, requests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1, growMs: 30_000 };
+const FULL: MapPlan = { workspaces: 64, requests: 640, goalRequests: 1000, concurrency: 64, sliceMs: 5_000, rounds: 2, growMs: 60_000 };
+const QUICK: MapPlan = { workspaces: 64, requests: 192, goalRequests: 192, concurrency: 64, sliceMs: 2_000, rounds: 1, growMs: 30_000 };
 /** The sliced workspace's slice count: the store's most. It has five keys, SPEC's most, like the one-slice workspace. */
 const SLICES = MAX_SLICES;
 const TABLE_PREFIX = 'map-';
@@ -170,8 +172,12 @@ export interface VariantUnits {
   readonly requests: number;
   /** Gateway per request: write units (table and indexes), of which on indexes, and read units. */
   readonly gateway: { readonly writeUnits: number; readonly indexWriteUnits: number; readonly readUnits: number };
-  /** The aggregator per request at the batches it gets at each rate (requests per second). */
-  readonly aggregator: Readonly<Record<string, { readonly rowsPerBatch: number; readonly writeUnits: number; readonly readUnits: number }>>;
+  /**
+   * The aggregator per request at the batches it gets at each rate (requests per second): the rows
+   * per batch modelled, and the mean of the batches it was drained with (a load's last batch is
+   * short, and a load smaller than a batch is one batch: the figure is then an upper bound).
+   */
+  readonly aggregator: Readonly<Record<string, { readonly rowsPerBatch: number; readonly measuredRowsPerBatch: number; readonly writeUnits: number; readonly readUnits: number }>>;
   /** Gateway plus aggregator write units per request at each rate. */
   readonly totalWriteUnits: Readonly<Record<string, number>>;
   /** The slice item (`ledger BALANCE`) as the load found it: largest and mean bytes, writes over 1 KB. */
@@ -375,13 +381,13 @@ function mapLoad(
 }
 
 /** A variant's figures from its load. */
-function variantOf(name: string, limits: VariantUnits['limits'], load: LoadMap, batching: StreamBatching): VariantUnits {
+function variantOf(name: string, limits: VariantUnits['limits'], load: LoadMap, batching: StreamBatching, measured: Readonly<Record<string, number>>): VariantUnits {
   const gateway = load.perRequest.gateway;
-  const aggregator: Record<string, { rowsPerBatch: number; writeUnits: number; readUnits: number }> = {};
+  const aggregator: Record<string, { rowsPerBatch: number; measuredRowsPerBatch: number; writeUnits: number; readUnits: number }> = {};
   const totalWriteUnits: Record<string, number> = {};
   for (const rps of AGGREGATOR_RATES) {
     const a = load.perRequest[aggregatorSource(rps)];
-    aggregator[String(rps)] = { rowsPerBatch: rowsPerBatch(rps, batching), writeUnits: a?.units ?? 0, readUnits: a?.readUnits ?? 0 };
+    aggregator[String(rps)] = { rowsPerBatch: rowsPerBatch(rps, batching), measuredRowsPerBatch: measured[String(rps)] ?? 0, writeUnits: a?.units ?? 0, readUnits: a?.readUnits ?? 0 };
     totalWriteUnits[String(rps)] = (gateway?.units ?? 0) + (a?.units ?? 0);
   }
   const sliceItem = load.itemSizes['ledger BALANCE'];
@@ -399,7 +405,7 @@ function variantOf(name: string, limits: VariantUnits['limits'], load: LoadMap, 
 /** Runs the whole store map; see the module comment. */
 export async function runStoreMap(options: { readonly quick: boolean; readonly conflictsOnly?: boolean; readonly goalsOnly?: boolean; readonly conflictWindowMs?: number }): Promise<StoreMapResult> {
   // Conflicts only: the map's loads run no request (their tables come out empty).
-  const plan = { ...(options.quick ? QUICK : FULL), ...(options.conflictsOnly === true ? { requests: 0 } : {}) };
+  const plan = { ...(options.quick ? QUICK : FULL), ...(options.conflictsOnly === true ? { requests: 0, goalRequests: 0 } : {}) };
   const windowMs = options.conflictWindowMs ?? CONFLICT_WINDOW_MS;
   const started = performance.now();
   const steps: { name: string; run: () => Promise<void> }[] = [];
@@ -435,7 +441,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     steps.push({ name: 'document client', run: async () => doc.destroy() });
     const admin: AdminContext = { doc, tablePrefix: TABLE_PREFIX, stage: 'local' };
     await importCatalog(admin, {});
-    const ledgerTables: LedgerTables = { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') };
+    const ledgerTables: LedgerTables = { ledger: tableName(TABLE_PREFIX, 'ledger'), usage: tableName(TABLE_PREFIX, 'usage') };
     const workspace = async (keys: number, slices = 1, everyLimit = false): Promise<Caller[]> => {
       const ws = await createWorkspace(admin, { name: 'store-map' });
       await addCredit(admin, { workspaceId: ws.workspaceId, minor: 1_000_000 });
@@ -522,7 +528,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
       rowsPerRequest: USAGE_STREAM_MAPPING.rowsPerRequest,
       shards: USAGE_STREAM_SHARDS,
     };
-    const aggregators: { rps: number; rows: number; poller: Awaited<ReturnType<typeof startStreamPoller>> }[] = [];
+    const aggregators: { rps: number; rows: number; poller: Awaited<ReturnType<typeof startStreamPoller>>; batches: number[] }[] = [];
     for (const rps of AGGREGATOR_RATES) {
       const prefix = `${TABLE_PREFIX}a${rps}-`;
       await ensureTables(adminClient, prefix);
@@ -530,17 +536,23 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
       const aggregatorDoc = documentClient({ dynamoEndpoint: await tap.listen(aggregatorSource(rps)) });
       steps.push({ name: `aggregator client ${rps}`, run: async () => aggregatorDoc.destroy() });
       const rows = rowsPerBatch(rps, batching);
+      // Rows handed over in each batch (the load's last batch may be short of the modelled size).
+      const batches: number[] = [];
       const poller = await startStreamPoller({
         endpoint: db.endpoint,
         tableName: tableName(TABLE_PREFIX, 'usage'),
         autoStart: false,
-        // Locally every record is handed over (the aggregator skips what the mapping's filter would drop).
+        // The batch size counts records before the mapping's filter, as modelled; the filter is the deployed one.
         batchSize: Math.max(1, Math.round((rows * batching.recordsPerRequest) / batching.rowsPerRequest)),
+        filters: USAGE_STREAM_FILTERS,
         log: () => undefined,
-        handler: (event) => aggregate({ doc: aggregatorDoc, rollupsTable: tableName(prefix, 'rollups'), writeLine: (l) => log(l) }, event),
+        handler: (event) => {
+          batches.push(event.Records.length);
+          return aggregate({ doc: aggregatorDoc, rollupsTable: tableName(prefix, 'rollups'), writeLine: (l) => log(l) }, event);
+        },
       });
       steps.push({ name: `stream poller ${rps}`, run: () => poller.stop() });
-      aggregators.push({ rps, rows, poller });
+      aggregators.push({ rps, rows, poller, batches });
     }
     log(`aggregator batches modelled: ${aggregators.map((a) => `${a.rows} rows at ${a.rps} req/s`).join(', ')} (batch size ${batching.batchSize}, window ${batching.windowSeconds} s, ${batching.shards} stream shards)`);
     /**
@@ -595,8 +607,8 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
     // The goals' two workspaces, each at steady state: traffic every second for over a minute (so
     // its slice item carries the spend-rate slots a long run keeps), not measured; the stream's
     // records of it passed over; then its load, measured, with the aggregator at each rate's batches.
-    const steadyLoad = async (name: string, callersOf: readonly Caller[]): Promise<LoadMap> => {
-      if (plan.requests > 0) {
+    const steadyLoad = async (name: string, callersOf: readonly Caller[]): Promise<{ load: LoadMap; measuredRowsPerBatch: Record<string, number> }> => {
+      if (plan.goalRequests > 0) {
         tap.mode = 'count';
         log(`steady state: ${name}, a few requests a second for ${STEADY_MS / 1000} s`);
         const steady = await closedLoop(2, STEADY_MS, async () => {
@@ -610,17 +622,23 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
         tap.take();
         tap.mode = 'map';
       }
-      return runLoad(`goal: ${name}, steady`, plan.concurrency, callersOf, (i) => callersOf[i % callersOf.length] as Caller, true, plan.requests);
+      for (const a of aggregators) a.batches.length = 0;
+      const load = await runLoad(`goal: ${name}, steady`, plan.concurrency, callersOf, (i) => callersOf[i % callersOf.length] as Caller, true, plan.goalRequests);
+      const mean = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((x, y) => x + y, 0) / xs.length);
+      return { load, measuredRowsPerBatch: Object.fromEntries(aggregators.map((a) => [String(a.rps), mean(a.batches)])) };
     };
     const plainLoad = await steadyLoad('no limit beyond the per-key rate, five keys, 1 slice', plain);
     const limitedLoad = await steadyLoad('every limit set, five keys of one member, 1 slice', limited);
-    const variants = [variantOf('no limit beyond the per-key request rate', 'none', plainLoad, batching), variantOf('every limit set', 'every', limitedLoad, batching)];
+    const variants = [
+      variantOf('no limit beyond the per-key request rate', 'none', plainLoad.load, batching, plainLoad.measuredRowsPerBatch),
+      variantOf('every limit set', 'every', limitedLoad.load, batching, limitedLoad.measuredRowsPerBatch),
+    ];
 
     // The sweeper, one run with nothing to settle: what a run reads when idle.
     tap.take();
     const sweeperDoc = documentClient({ dynamoEndpoint: sweeperEndpoint });
     steps.push({ name: 'sweeper client', run: async () => sweeperDoc.destroy() });
-    await sweep({ doc: sweeperDoc, holdsTable: tableName(TABLE_PREFIX, 'holds'), ledger: new DynamoLedger(sweeperDoc, ledgerTables), stage: 'local', writeLine: () => undefined }, Date.now());
+    await sweep({ doc: sweeperDoc, usageTable: tableName(TABLE_PREFIX, 'usage'), ledger: new DynamoLedger(sweeperDoc, ledgerTables), stage: 'local', writeLine: () => undefined }, Date.now());
     const swept = tap.take();
     const sweeperRun = {
       readCalls: swept.reads.length,
@@ -733,7 +751,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
         variants,
         aggregatorBatching: { ...batching, rowsPerBatch: Object.fromEntries(aggregators.map((a) => [String(a.rps), a.rows])) },
         sweeperRun,
-        steadySeconds: plan.requests > 0 ? STEADY_MS / 1000 : 0,
+        steadySeconds: plan.goalRequests > 0 ? STEADY_MS / 1000 : 0,
         elapsedSeconds: (performance.now() - started) / 1000,
       },
     };
@@ -775,7 +793,9 @@ export function renderStoreMap(r: StoreMapResult): string {
     lines.push(`  ${v.name} (${v.requests} requests)`);
     lines.push(`    gateway ${r1(v.gateway.writeUnits)} write units (${r1(v.gateway.indexWriteUnits)} on indexes), ${r1(v.gateway.readUnits)} read units`);
     for (const [rate, a] of Object.entries(v.aggregator)) {
-      lines.push(`    at ${rate.padStart(4)} req/s: aggregator ${r1(a.writeUnits)} write units (${a.rowsPerBatch} rows a batch), ${r1(a.readUnits)} read units; total ${r1(v.totalWriteUnits[rate] ?? 0)} write units`);
+      lines.push(
+        `    at ${rate.padStart(4)} req/s: aggregator ${r1(a.writeUnits)} write units (${a.rowsPerBatch} rows a batch modelled, ${r1(a.measuredRowsPerBatch)} drained), ${r1(a.readUnits)} read units; total ${r1(v.totalWriteUnits[rate] ?? 0)} write units`,
+      );
     }
     if (v.sliceItem !== undefined) lines.push(`    slice item: up to ${v.sliceItem.maxBytes} B (mean ${Math.round(v.sliceItem.meanBytes)}), ${v.sliceItem.overOneKb} of ${v.sliceItem.writes} writes over 1 KB`);
   }
@@ -798,7 +818,10 @@ export function renderStoreMap(r: StoreMapResult): string {
       );
     }
     const big = Object.entries(load.itemSizes).slice(0, 3);
+    const n = Math.max(1, load.requests + load.failed);
     if (big.length > 0) lines.push(`  largest items written: ${big.map(([k, v]) => `${k} ${v.maxBytes} B (mean ${Math.round(v.meanBytes)}, ${v.overOneKb} of ${v.writes} writes over 1 KB)`).join('; ')}`);
+    const costly = Object.entries(load.itemSizes).sort((a, b) => b[1].units - a[1].units);
+    if (costly.length > 0) lines.push(`  gateway write units per request by item: ${costly.map(([k, v]) => `${k} ${r1(v.units / n)}`).join(', ')}`);
     lines.push(`  transactions cancelled by conflict per request: ${r1(load.conflictsPerRequest)}`);
     lines.push('  hottest partition key values:');
     for (const h of load.hottestPartitions) lines.push(`    ${hot(h)}`);

@@ -37,8 +37,9 @@ export interface GatewayProps {
  * timeout ({@link GATEWAY_TIMEOUT}) sits above SPEC's 540 s request limit so the function, not
  * Lambda, ends an overlong request and still settles it.
  *
- * Grants, least privilege: read on keys, workspaces and catalog; read/write on ledger, holds
- * and usage (admission and settlement are `TransactWriteItems`, authorised per item action);
+ * Grants, least privilege: read on keys, workspaces and catalog; read/write on ledger and usage
+ * (admission and settlement are `TransactWriteItems`, authorised per item action; a request's row
+ * in usage is its hold until it settles);
  * nothing on rollups; no table management actions; `GetSecretValue` on the provider secrets
  * and the stage's BYOK prefix only.
  */
@@ -84,7 +85,7 @@ export class Gateway extends Construct {
     });
 
     for (const name of ['keys', 'workspaces', 'catalog'] as const) tables.table(name).grantReadData(this.fn);
-    for (const name of ['ledger', 'holds', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
+    for (const name of ['ledger', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
     props.secrets.grantRead(this.fn);
   }
 }

@@ -75,7 +75,7 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
   );
 
   // CDK's table grants include the table's own indexes (`<table arn>/index/*`): scoped to one table.
-  for (const table of ['keys', 'holds', 'workspaces', 'ledger', 'usage', 'rollups', 'catalog']) {
+  for (const table of ['keys', 'workspaces', 'ledger', 'usage', 'rollups', 'catalog']) {
     const cfn = child(stack, `Tables/${table.charAt(0).toUpperCase()}${table.slice(1)}Table/Resource`) as dynamodb.CfnTable | undefined;
     if (cfn === undefined) continue;
     ack(

@@ -33,6 +33,7 @@ import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stop
 import { serveLambda } from './http-server';
 import { installLambdaShim, makeLambdaContext } from './lambda-shim';
 import { startStreamPoller } from './stream-poller';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { ensureTables, makeDynamoClient } from './tables';
 
 // The SDK's notice that it will need Node 22 says nothing a local user can act on.
@@ -312,6 +313,9 @@ async function start(): Promise<void> {
   const poller = await startStreamPoller({
     endpoint: db.endpoint,
     tableName: tableName(TABLE_PREFIX, 'usage'),
+    // The deployed mapping's batch size and filter (its batching window is not waited for locally).
+    batchSize: USAGE_STREAM_MAPPING.batchSize,
+    filters: USAGE_STREAM_FILTERS,
     handler: (event) => aggregatorModule.handler(event),
     log: warn,
   });

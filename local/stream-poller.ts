@@ -21,6 +21,7 @@ import {
   TrimmedDataAccessException,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { matchesFilters, type FilterPattern } from '../lambdas/aggregator/mapping';
 import { repeat } from './repeat';
 import { makeDynamoClient } from './tables';
 
@@ -36,8 +37,13 @@ export interface StreamPollerOptions {
   readonly handler: StreamBatchHandler;
   /** Pause between polling passes. @default 500 */
   readonly intervalMs?: number;
-  /** Records per batch (GetRecords limit). @default 100 */
+  /** Records per batch (GetRecords limit), counted before the filter. @default 100 */
   readonly batchSize?: number;
+  /**
+   * The mapping's filter (`lambdas/aggregator/mapping.ts`): records matching none of these are
+   * passed over, as the deployed mapping drops them before invoking. @default every record
+   */
+  readonly filters?: readonly FilterPattern[];
   /**
    * Retries of a failing batch before its records are given up (the deployed mapping sends
    * them to its failure destination). @default 10
@@ -234,15 +240,18 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
 
   let skipping = false;
 
-  /** Hands one batch over; returns false when part of it must be read again. */
-  async function deliver(shard: ShardState, records: StreamRecordEntry[]): Promise<boolean> {
-    if (skipping) {
-      shard.checkpoint = records[records.length - 1]?.dynamodb?.SequenceNumber ?? shard.checkpoint;
+  /** Hands one batch over (what the filter keeps of it); returns false when part of it must be read again. */
+  async function deliver(shard: ShardState, fetched: StreamRecordEntry[]): Promise<boolean> {
+    const all = fetched.map((r) => toLambdaRecord(r, streamArn));
+    const kept = options.filters === undefined ? all : all.filter((r) => matchesFilters(r, options.filters as readonly FilterPattern[]));
+    if (skipping || kept.length === 0) {
+      // Nothing to hand over: the whole batch is done, as the mapping checkpoints filtered records.
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber ?? shard.checkpoint;
       shard.retryFrom = undefined;
       shard.failures = 0;
       return true;
     }
-    const event: DynamoDBStreamEvent = { Records: records.map((r) => toLambdaRecord(r, streamArn)) };
+    const event: DynamoDBStreamEvent = { Records: kept };
     const sequences = event.Records.map((r) => r.dynamodb?.SequenceNumber ?? '');
     let failedFrom: number;
     try {
@@ -253,7 +262,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
       failedFrom = 0;
     }
     if (failedFrom === -1) {
-      shard.checkpoint = sequences[sequences.length - 1];
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber;
       shard.retryFrom = undefined;
       shard.failures = 0;
       return true;
@@ -269,7 +278,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
         `[local] giving up ${sequences.length - failedFrom} stream record(s) of ${options.tableName} ` +
           `after ${maxRetries} retries (first sequence number ${sequences[failedFrom]})`,
       );
-      shard.checkpoint = sequences[sequences.length - 1];
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber;
       shard.retryFrom = undefined;
       shard.failures = 0;
       // The iterator GetRecords returned already points past this batch.

@@ -86,7 +86,7 @@ export async function costMeasures(stack: Stack, trips: TripReport): Promise<Cos
   countRoundTrips([doc], TABLE_PREFIX, calls);
   const lines: string[] = [];
   const t0 = performance.now();
-  await sweep({ doc, holdsTable: tableName(TABLE_PREFIX, 'holds'), ledger: new DynamoLedger(doc, benchTables()), stage: 'bench', writeLine: (l) => lines.push(l) }, Date.now());
+  await sweep({ doc, usageTable: tableName(TABLE_PREFIX, 'usage'), ledger: new DynamoLedger(doc, benchTables()), stage: 'bench', writeLine: (l) => lines.push(l) }, Date.now());
   const sweeperMs = performance.now() - t0;
   const sweeperBytes = lines.reduce((s, l) => s + Buffer.byteLength(l) + 1, 0);
   const queriesPerRun = calls.calls.filter((c) => c.op === 'Query').length;

@@ -1,15 +1,25 @@
 /**
- * The usage aggregator's use case: adds each new usage row to its workspace's daily and monthly
- * totals (overall, by key, by model), exactly once, summing a batch in memory first.
+ * The usage aggregator's use case: adds each settled request's usage row to its workspace's daily
+ * and monthly totals (overall, by key, by model), exactly once, summing a batch in memory first.
+ *
+ * A request's row is on the stream twice or more (its open INSERT at admission, a hold growing,
+ * its change to settled); it is counted at the one record whose new image says `settled` (a
+ * settled row is never written again), and a row inserted settled by the code before rows had a
+ * state is counted at its INSERT. The mapping's filter hands over only those (`mapping.ts`); the
+ * aggregator checks again, since a redelivery or local mode may hand it anything.
  *
  * A batch's rows are summed per totals item and each total is written once, in one transaction
- * with a marker item `SEEN#<requestId>` per row that may only be created once (the layout is in
- * `lambdas/store/rollups.ts`). Stream delivery is at least once (a retried batch, a bisected one, a replay
- * from TRIM_HORIZON, overlapping invocations), and a redelivery need not be cut as the first
- * delivery was, so the markers are per row, not per batch: when a transaction is cancelled on
- * markers that already exist, those rows are dropped, the rest are summed again and written. A
- * transaction holds at most 100 items, so a batch that needs more (one marker per row plus one
- * update per distinct total) is written in runs, in order.
+ * with the record of which rows are counted (the layout is in `lambdas/store/rollups.ts`): each
+ * row's id is added to its group's set (its usage partition and 20 s of settlement times),
+ * conditioned on not being in it yet. Stream delivery is at least once (a retried batch, a bisected
+ * one, a replay from TRIM_HORIZON, overlapping invocations), and a redelivery need not be cut as
+ * the first delivery was, so the record is per row, not per batch or per stream position: when a
+ * transaction is cancelled on rows already counted, those rows are dropped, the rest are summed
+ * again and written. (A watermark of the last sequence number applied per stream shard would cost
+ * one small write per batch, but a Lambda stream event does not say which shard it came from, and
+ * sequence numbers order records only within a shard.) A transaction holds at most 100 items, so a
+ * batch that needs more (one update per group plus one per distinct total) is written in runs, in
+ * order.
  *
  * A workspace with many rows in one batch (a hot one) has that batch's totals written to one of
  * `ROLLUP_SHARDS` partitions of its day and month, picked from the batch's own rows, and the
@@ -27,8 +37,9 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { Outcome } from '../shared/records';
+import { usagePk } from '../store/keys';
 import { RollupStore, type RollupDelta } from '../store/rollups';
-import { chunkRows, rollupShards, sumRows, type UsageFacts } from './totals';
+import { chunkRows, rollupShards, seenGroupOf, sumRows, type UsageFacts } from './totals';
 
 export { ROLLUP_SK, rollupPk, type RollupPeriod } from '../store/rollups';
 
@@ -77,13 +88,26 @@ function isCount(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
-/** Reads the usage row of an INSERT record; throws {@link MalformedUsageRecordError} on a row it cannot trust. */
+/**
+ * Whether a record is a row's settlement (counted), or something else on the usage stream (an open
+ * row's INSERT, a hold growing, a TTL REMOVE), which is passed over. A settled row is never written
+ * again, so its settlement is the only record that shows it settled; a row inserted settled
+ * without a state (before rows had one) is counted at its INSERT.
+ */
+function isSettlement(record: DynamoDBRecord): boolean {
+  const state = record.dynamodb?.NewImage?.state?.S;
+  if (record.eventName === 'MODIFY') return state === 'settled';
+  if (record.eventName === 'INSERT') return state === 'settled' || state === undefined;
+  return false;
+}
+
+/** Reads the usage row of a settlement record; throws {@link MalformedUsageRecordError} on a row it cannot trust. */
 function usageFacts(record: DynamoDBRecord): UsageFacts {
   const image = record.dynamodb?.NewImage;
-  if (image === undefined) throw new MalformedUsageRecordError('INSERT record without a NewImage (the stream must be NEW_IMAGE)');
+  if (image === undefined) throw new MalformedUsageRecordError(`${String(record.eventName)} record without a NewImage (the stream must be NEW_IMAGE)`);
   // Lambda's attribute-value type spells binary as base64 strings; usage rows hold no binary.
   const row = unmarshall(image as Record<string, SdkAttributeValue>);
-  const { workspaceId, requestId, keyId, servedBy, requestedModel, outcome, byok, startedAt } = row;
+  const { workspaceId, requestId, keyId, servedBy, requestedModel, outcome, byok, startedAt, durationMs } = row;
   const counts = ['inputTokens', 'cachedInputTokens', 'outputTokens', 'reasoningTokens', 'chargeMicros'] as const;
   const bad = (what: string): MalformedUsageRecordError => new MalformedUsageRecordError(`usage row ${String(requestId)}: ${what}`);
   if (typeof workspaceId !== 'string' || typeof requestId !== 'string' || typeof keyId !== 'string') throw bad('missing ids');
@@ -96,6 +120,9 @@ function usageFacts(record: DynamoDBRecord): UsageFacts {
   return {
     workspaceId,
     requestId,
+    // The row's partition as written (or as the store derives it, for a row image without one).
+    usagePk: typeof row.pk === 'string' ? row.pk : usagePk(workspaceId, requestId),
+    settledAt: startedAt + (isCount(durationMs) ? durationMs : 0),
     keyId,
     model,
     outcome: outcome as Outcome,
@@ -135,7 +162,7 @@ async function addRows(store: RollupStore, rows: readonly Row[], shards: Readonl
     // The mark first: a report that does not find it reads shard 0 alone, so nothing may be on another shard yet.
     await markSpread(store, deltas);
     const result = await store.add(
-      left.map((r) => r.facts.requestId),
+      left.map((r) => ({ requestId: r.facts.requestId, group: seenGroupOf(r.facts) })),
       deltas,
       now,
     );
@@ -178,10 +205,10 @@ async function addRun(store: RollupStore, run: readonly Row[], shards: ReadonlyM
 }
 
 /**
- * Rolls up a batch of usage stream records, in order. Records other than INSERT are ignored
- * (usage rows are never changed). On the first failure the rows before it are added, the batch
- * stops and the record's `SequenceNumber` is reported, so the mapping retries from it and no
- * later record runs ahead of an earlier one.
+ * Rolls up a batch of usage stream records, in order. Records other than a row's settlement are
+ * passed over (`isSettlement`). On the first failure the rows before it are added, the batch stops
+ * and the record's `SequenceNumber` is reported, so the mapping retries from it and no later record
+ * runs ahead of an earlier one.
  */
 export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> {
   const write = deps.writeLine ?? ((line: string) => void process.stderr.write(`${line}\n`));
@@ -191,7 +218,7 @@ export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent)
   const inBatch = new Set<string>();
   let failure: RowFailure | undefined;
   for (const record of event.Records) {
-    if (record.eventName !== 'INSERT') continue;
+    if (!isSettlement(record)) continue;
     const sequence = record.dynamodb?.SequenceNumber ?? record.eventID ?? '';
     let facts: UsageFacts;
     try {
@@ -200,7 +227,7 @@ export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent)
       failure = new RowFailure(sequence, err);
       break;
     }
-    // A record delivered twice within one batch: one transaction may not write its marker twice.
+    // A record delivered twice within one batch: counted once (its group's condition would refuse the pair).
     if (inBatch.has(facts.requestId)) continue;
     inBatch.add(facts.requestId);
     rows.push({ facts, sequence });

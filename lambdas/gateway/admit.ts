@@ -12,6 +12,7 @@ import { SluiceError } from '../core/errors';
 import { candidateSize } from '../core/charge';
 import { MAX_BODY_BYTES, DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
 import { windowPlan } from '../core/limit-arming';
+import { requestIdTime } from '../core/request-id';
 import { parseModelField } from '../core/model-id';
 import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
 import type { HoldRecord } from '../shared/records';
@@ -194,10 +195,12 @@ async function limitsFor(ctx: RequestContext, caller: Caller, now: number): Prom
           () => ctx.deps.workspaces.member(workspace.workspaceId, memberId),
           () => new SluiceError('balance_unavailable', 'The member limits cannot be read right now; try again shortly.'),
         );
-  // A key window or member month is written only while its limit is tracked (`core/limit-arming.ts`).
+  // A key window or member month is written only while its limit is tracked (`core/limit-arming.ts`),
+  // decided at the request's start as its id (and its row) records it.
   const keyWindow = key.creditWindow ?? 'monthly';
-  const keyPlan = windowPlan({ limitMicros: key.creditLimitMicros, trackFrom: key.creditTrackFrom, armedFrom: key.creditArmedFrom }, keyWindow, now);
-  const memberPlan = windowPlan({ limitMicros: member?.monthlyLimitMicros, trackFrom: member?.monthlyTrackFrom, armedFrom: member?.monthlyArmedFrom }, 'monthly', now);
+  const start = requestIdTime(ctx.requestId) ?? now;
+  const keyPlan = windowPlan({ limitMicros: key.creditLimitMicros, trackFrom: key.creditTrackFrom, armedFrom: key.creditArmedFrom }, keyWindow, start);
+  const memberPlan = windowPlan({ limitMicros: member?.monthlyLimitMicros, trackFrom: member?.monthlyTrackFrom, armedFrom: member?.monthlyArmedFrom }, 'monthly', start);
   return {
     keyWindow,
     ...(keyPlan.track ? { keyLimitMicros: keyPlan.limitMicros, ...(keyPlan.arming ? { keyLimitArming: true } : {}), ...(keyPlan.generation !== undefined ? { keyWindowGeneration: keyPlan.generation } : {}) } : {}),

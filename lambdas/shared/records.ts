@@ -134,7 +134,13 @@ export interface WindowRecord {
 /** Endpoint family a request is filed under. */
 export type EndpointFamily = 'chat_completions' | 'responses';
 
-/** holds table: one open credit hold, created at admission and deleted by settlement. */
+/** Where a request's row is in its life: an open hold, or settled into its usage row. */
+export type RowState = 'open' | 'settled';
+
+/**
+ * An open credit hold: a request's row in the usage table while it runs (`state` `open`), put at
+ * admission and turned into the request's usage row by its settlement.
+ */
 export interface HoldRecord {
   readonly holdId: string; // the request id
   readonly workspaceId: string;
@@ -154,17 +160,12 @@ export interface HoldRecord {
   readonly windows: readonly string[];
   /** Whether the request runs on the workspace's own provider key (not charged to the balance). */
   readonly byok: boolean;
+  /** Epoch ms the request started: the time in its id (`lambdas/core/request-id.ts`), and its row's sort key. */
   readonly createdAt: number;
   /** Epoch ms after which the request cannot still be running (540 s limit plus grace). */
   readonly expiresAt: number;
-  /**
-   * The sweeper's index shard (`X<n>`, from the hold id): spreads the index's writes over
-   * EXPIRY_SHARDS partition key values; the sweeper reads every shard.
-   */
-  readonly expiryShard: string;
   /** The ledger slice the hold was taken from (absent: slice 0). */
   readonly slice?: number;
-  readonly ttl: number;
 }
 
 /** Token counts as the provider reported them. */
@@ -191,6 +192,8 @@ export type Outcome =
 export interface UsageRecord {
   /** `<workspaceId>#U<n>`: a workspace's rows spread over USAGE_SHARDS partition key values. */
   readonly pk?: string;
+  /** `settled` (absent on rows written before requests had one row from admission on). */
+  readonly state?: RowState;
   readonly workspaceId: string;
   readonly sk: string; // `<iso time>#<requestId>`
   readonly requestId: string;

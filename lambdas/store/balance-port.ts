@@ -100,7 +100,7 @@ export class DynamoBalancePort implements BalancePort {
   constructor(private readonly ctx: AdminContext) {}
 
   private ledgerTables(): LedgerTables {
-    return { ledger: table(this.ctx, 'ledger'), holds: table(this.ctx, 'holds'), usage: table(this.ctx, 'usage') };
+    return { ledger: table(this.ctx, 'ledger'), usage: table(this.ctx, 'usage') };
   }
 
   async read(workspaceId: string): Promise<BalanceView> {

@@ -1,7 +1,9 @@
 /**
  * The usage reads of the management API, on the store's layout of the usage table: a
  * workspace's rows are spread over {@link USAGE_SHARDS} partitions (`<workspaceId>#U<n>`, sort
- * key `<ISO start>#<requestId>`), and the `byRequest` index finds one request's row.
+ * key `<ISO start>#<requestId>`); a request's id carries its start, so its row's key is known from
+ * the workspace and the id. A running request's row is its open hold, not yet a usage row: reads
+ * show settled rows only.
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { UsageRecord } from '../shared/records';
@@ -21,7 +23,7 @@ export async function findUsageRow(
   ctx: AdminContext,
   input: { workspaceId: string; requestId: string; sinceMs: number; untilMs: number },
 ): Promise<UsageRecord | undefined> {
-  const row = await usageRowByRequest(ctx.doc, table(ctx, 'usage'), input.requestId);
+  const row = await usageRowByRequest(ctx.doc, table(ctx, 'usage'), input.workspaceId, input.requestId);
   if (row === undefined || row.workspaceId !== input.workspaceId) return undefined;
   return row.startedAt >= input.sinceMs && row.startedAt <= input.untilMs ? row : undefined;
 }
@@ -45,10 +47,13 @@ export async function lastUseOfKey(
           new QueryCommand({
             TableName: table(ctx, 'usage'),
             KeyConditionExpression: 'pk = :pk AND sk BETWEEN :since AND :until',
-            FilterExpression: 'keyId = :k',
+            // Settled rows (a row from before rows had a state is one); an open one is a running request's hold.
+            FilterExpression: 'keyId = :k AND (attribute_not_exists(#state) OR #state = :settled)',
+            ExpressionAttributeNames: { '#state': 'state' },
             ExpressionAttributeValues: {
               ':pk': pk,
               ':k': input.keyId,
+              ':settled': 'settled',
               ':since': new Date(input.sinceMs).toISOString(),
               // '~' sorts after '#', so rows of the last millisecond are included.
               ':until': `${new Date(input.untilMs).toISOString()}~`,

@@ -140,7 +140,7 @@ export async function showWorkspace(
     listMemberRecords(ctx, ws.workspaceId),
     listProfileRecords(ctx, ws.workspaceId),
     // The ledger may be split into slices: the store sums them from one consistent read.
-    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), holds: table(ctx, 'holds'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
+    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
   ]);
   const balance = summary;
   const window = summary.month;

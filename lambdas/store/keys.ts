@@ -5,16 +5,17 @@
  * ledger table (pk, sk):
  * - `WS#<ws>` / `BALANCE`: slice 0 of the workspace (money, spend-rate headroom, the slice count).
  * - `WS#<ws>#S<i>` / `BALANCE`: slice i > 0; every slice on its own partition key value.
- * - Slice i's share of the workspace month is on its slice item (`MONTH#<yyyy-mm>` in a hold's
+ * - Slice i's share of the workspace month is on its slice item (`MONTH#<yyyy-mm>` in a request's
  *   windows names it); it had its own item, `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`, before.
  * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>[~<generation>]` and `RATE#<keyId>#<minute>`: the
  *   key's own items (key slice 0); `KEY#<ws>#<keyId>#S<j>`: the same items on key slice j > 0 (see
  *   core/key-slices.ts). The window is written only while the key's limit is tracked.
  * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>[~<generation>]`: a member's month,
  *   written only while the member's limit is tracked.
- * - `ARMING` / `<ws>#KEY#<keyId>` or `<ws>#MEMBER#<memberId>`: a limit being armed (`limit-arming.ts`).
- * holds table: `holdId`, with `expiryShard` (`X<n>`) spreading the sweeper's index.
- * usage table: `pk` = `<ws>#U<n>`, sk `<iso time>#<requestId>`; index `byRequest` on `requestId`.
+ * - `<window's home pk>` / `ADOPTED#<window sk>#<requestId>`: a request a limit's arming adopted
+ *   (`limit-arming.ts`).
+ * usage table: a request's row, `pk` = `<ws>#U<n>`, sk `<iso start>#<requestId>`; while it is open
+ * it carries `expiryShard` (`X<n>`), which puts it in the sweeper's sparse index.
  */
 import { createHash } from 'node:crypto';
 import { keySliceOf } from '../core/key-slices';
@@ -28,9 +29,9 @@ export const BALANCE_SK = 'BALANCE';
  */
 export const MAX_SLICES = 48;
 /**
- * Shards of the holds' expiry index. Every admission puts one index entry and its settlement
- * deletes it, 2 write units per request on one shard; 256 shards keep each under 1,000 units/s up
- * to 128,000 requests/s for the whole service.
+ * Shards of the open requests' expiry index. Every admission puts one index entry and its
+ * settlement deletes it, 2 write units per request on one shard; 256 shards keep each under
+ * 1,000 units/s up to 128,000 requests/s for the whole service.
  */
 export const EXPIRY_SHARDS = 256;
 /** Shards of one workspace's usage rows: 32 × 500 requests/s (2 units each, in a transaction). */
@@ -92,7 +93,7 @@ export function windowKey(workspaceId: string, slice: number, sk: string): { pk:
   return sliceKey(workspaceId, slice);
 }
 
-/** The expiry index shard of a hold. */
+/** The expiry index shard of an open request's row. */
 export function expiryShard(holdId: string): string {
   return `X${shardOf(holdId, EXPIRY_SHARDS)}`;
 }
@@ -102,9 +103,19 @@ export function allExpiryShards(): string[] {
   return Array.from({ length: EXPIRY_SHARDS }, (_, i) => `X${i}`);
 }
 
-/** Partition key of a usage row. */
+/** Partition key of a request's row. */
 export function usagePk(workspaceId: string, requestId: string): string {
   return `${workspaceId}#U${shardOf(requestId, USAGE_SHARDS)}`;
+}
+
+/** Sort key of a request's row: when it started (ISO, so rows sort by time) and its id. */
+export function usageSk(startedAt: number, requestId: string): string {
+  return `${new Date(startedAt).toISOString()}#${requestId}`;
+}
+
+/** The key of a request's row. */
+export function requestRowKey(workspaceId: string, requestId: string, startedAt: number): { pk: string; sk: string } {
+  return { pk: usagePk(workspaceId, requestId), sk: usageSk(startedAt, requestId) };
 }
 
 /** Every usage partition of a workspace, for reading its rows by time. */

@@ -1,7 +1,8 @@
 /**
  * The ledger on DynamoDB, sliced for hot workspaces. One TransactWriteItems admits (the key's
- * request counter, the hold, one slice item, that slice's month share, the key's window and the
- * member's month, each conditional), one settles (the hold, the slice, the windows, the usage row).
+ * request counter, the request's row put open as its hold, one slice item, that slice's month
+ * share, the key's window and the member's month, each conditional), one settles (the row turned
+ * into its usage row, the slice, the windows; `request-rows.ts`).
  *
  * Every condition is written with `ReturnValuesOnConditionCheckFailure: ALL_OLD`, so a cancelled
  * transaction hands back the state it was refused on: a request counter at its limit refuses at
@@ -33,12 +34,13 @@ import { bucketOf, guardAdmits, lapOf, partitionSlots, slotOf, slotsAfterPrune, 
 import { monthIdOf, monthNumber, monthNumberOf, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
-import type { HoldRecord, UsageRecord } from '../shared/records';
+import type { HoldRecord } from '../shared/records';
 import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
 import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
-import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, keySlicePk, memberPk, shardOf, sliceKey, usagePk, windowKey } from './keys';
+import { BALANCE_SK, MAX_SLICES, keyPk, keySlicePk, memberPk, shardOf, sliceKey, windowKey } from './keys';
+import { extendRowUpdate, holdKey, isOpenRow, openRowPut, pendingChargeUpdate, rowStart, settleRowUpdate } from './request-rows';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -46,7 +48,7 @@ type TransactItem = TransactItems[number];
 /** Table names the ledger writes, and what its usage rows keep. */
 export interface LedgerTables {
   readonly ledger: string;
-  readonly holds: string;
+  /** Requests' rows: each an open hold from admission, a usage row from settlement. */
   readonly usage: string;
   /** Days before DynamoDB TTL collects a usage row; absent: kept. */
   readonly usageRetentionDays?: number;
@@ -55,8 +57,6 @@ export interface LedgerTables {
 const DAY_S = 86_400;
 /** Windows are kept this long past their end, for the CLI's ledger view. */
 const WINDOW_RETENTION_S = 400 * DAY_S;
-/** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
-const HOLD_RETENTION_S = 7 * DAY_S;
 const MAX_ATTEMPTS = 30;
 /** Attempts of a read the store cancelled for a conflict or left unprocessed (about 3 s of pauses). */
 const READ_ATTEMPTS = 20;
@@ -258,17 +258,20 @@ export class DynamoLedger implements Ledger {
    * armed is counted without its limit until this process has seen the arming's base written.
    */
   private windowSpecs(request: AdmitRequest): WindowSpec[] {
-    const { limits, now } = request;
+    const { limits } = request;
+    // A request counts in the window of its start, as its row records it (`rowStart`): the same
+    // instant the gateway decided by whether a limit being armed counts it (`core/limit-arming.ts`).
+    const start = rowStart(request.holdId, request.now);
     const specs: WindowSpec[] = [];
     if (limits.keyLimitMicros !== undefined) {
-      const sk = windowKeys.key(request.keyId, limits.keyWindow, now, limits.keyWindowGeneration);
+      const sk = windowKeys.key(request.keyId, limits.keyWindow, start, limits.keyWindowGeneration);
       const unarmed = limits.keyLimitArming === true && !this.armed.has(armedId(request.workspaceId, sk));
-      specs.push({ sk, kind: 'key', limitMicros: limits.keyLimitMicros, unarmed, ttl: ttlAfter(windowEnd(limits.keyWindow, now)) });
+      specs.push({ sk, kind: 'key', limitMicros: limits.keyLimitMicros, unarmed, ttl: ttlAfter(windowEnd(limits.keyWindow, start)) });
     }
     if (request.memberId !== undefined && limits.memberLimitMicros !== undefined) {
-      const sk = windowKeys.member(request.memberId, now, limits.memberMonthGeneration);
+      const sk = windowKeys.member(request.memberId, start, limits.memberMonthGeneration);
       const unarmed = limits.memberLimitArming === true && !this.armed.has(armedId(request.workspaceId, sk));
-      specs.push({ sk, kind: 'member', limitMicros: limits.memberLimitMicros, unarmed, ttl: ttlAfter(windowEnd('monthly', now)) });
+      specs.push({ sk, kind: 'member', limitMicros: limits.memberLimitMicros, unarmed, ttl: ttlAfter(windowEnd('monthly', start)) });
     }
     return specs;
   }
@@ -301,8 +304,8 @@ export class DynamoLedger implements Ledger {
         { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, now) },
         k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl, closedFor(request)) : keyCounterDebit(limits.keyRatePerMinute, counterTtl, closedFor(request)),
       ),
-      // The hold is new: its id is the request's, so a retried admission cannot place it twice.
-      { Put: { TableName: this.tables.holds, Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } },
+      // The request's row, open: its hold (`request-rows.ts`).
+      openRowPut(this.tables.usage, hold),
     ];
     if (request.byok) return items;
     const known = memo.seen.get(slice);
@@ -343,10 +346,9 @@ export class DynamoLedger implements Ledger {
       inputMicros: request.inputMicros,
       windows: windowsIn(month),
       byok: request.byok,
-      createdAt: now,
+      // The start its id carries: the row's sort key, so the row can be found from the id.
+      createdAt: rowStart(request.holdId, now),
       expiresAt: request.expiresAt,
-      expiryShard: expiryShard(request.holdId),
-      ttl: Math.floor(request.expiresAt / 1000) + HOLD_RETENTION_S,
     };
     const askNow = (): AdmissionAsk => ({ needMicros: need, limits: this.enforced(request), byok: request.byok, hasMember: request.memberId !== undefined, now });
     let conflicted = false;
@@ -712,9 +714,9 @@ export class DynamoLedger implements Ledger {
           // Either already settled (idempotent: nothing to do), or the stored hold has grown
           // since this copy was taken: settle what is stored, so the right amount returns.
           // (Or a limit's arming adopted it, adding a window: settle onto that too.)
-          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConsistentRead: true }))).Item;
-          if (stored === undefined) return false;
-          hold = { ...hold, amountMicros: num(stored.amountMicros), ...(Array.isArray(stored.windows) ? { windows: stored.windows as string[] } : {}) };
+          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.usage, Key: holdKey(hold), ConsistentRead: true }))).Item;
+          if (!isOpenRow(stored)) return false;
+          hold = { ...hold, amountMicros: num(stored?.amountMicros), ...(Array.isArray(stored?.windows) ? { windows: stored?.windows as string[] } : {}) };
           continue;
         }
         const sliceItem = failed(err, 1) ? reasonItem(err, 1) : undefined;
@@ -740,18 +742,8 @@ export class DynamoLedger implements Ledger {
         await pause(attempt);
       }
     }
-    // Leave the computed charge on the hold, so the sweeper settles it for what it really cost.
-    await this.db
-      .send(
-        new UpdateCommand({
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          UpdateExpression: 'SET pendingChargeMicros = :charge',
-          ConditionExpression: 'attribute_exists(holdId)',
-          ExpressionAttributeValues: { ':charge': wanted },
-        }),
-      )
-      .catch(() => undefined);
+    // Leave the computed charge on the open row, so the sweeper settles it for what it really cost.
+    await this.db.send(new UpdateCommand(pendingChargeUpdate(this.tables.usage, hold, wanted))).catch(() => undefined);
     throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
@@ -832,55 +824,18 @@ export class DynamoLedger implements Ledger {
   }
 
   /**
-   * The settlement's transaction: the hold's delete, the slice (its money, and its month share
-   * while the slice holds `month`'s), each tracked window the hold occupies, the usage row.
+   * The settlement's transaction: the request's row (open, it becomes the usage row), the slice
+   * (its money, and its month share while the slice holds `month`'s), each tracked window the hold
+   * occupies.
    */
   private settleItems(hold: HoldRecord, s: Settlement, amounts: ReturnType<typeof settlementAmounts>, month: number | undefined): TransactItems {
     const { chargeMicros, uncollectedMicros, releaseMicros, deficitMicros } = amounts;
-    const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
     const slice = hold.slice ?? 0;
-    const usage: UsageRecord & { uncollectedMicros?: number; pk: string; ttl?: number } = {
-      pk: usagePk(hold.workspaceId, hold.holdId),
-      workspaceId: hold.workspaceId,
-      sk: `${new Date(hold.createdAt).toISOString()}#${hold.holdId}`,
-      requestId: hold.holdId,
-      keyId: hold.keyId,
-      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
-      family: hold.family,
-      requestedModel: hold.requestedModel,
-      ...(s.servedBy !== undefined ? { servedBy: s.servedBy } : {}),
-      ...(s.provider !== undefined ? { provider: s.provider } : {}),
-      stream: s.stream,
-      byok: s.byok ?? hold.byok,
-      status: s.status,
-      outcome: s.outcome,
-      inputTokens: counts.inputTokens,
-      cachedInputTokens: counts.cachedInputTokens,
-      outputTokens: counts.outputTokens,
-      reasoningTokens: counts.reasoningTokens,
-      chargeMicros,
-      holdMicros: hold.amountMicros,
-      attempts: s.attempts,
-      startedAt: hold.createdAt,
-      durationMs: Math.max(0, s.now - hold.createdAt),
-      ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
-      ...(s.estimated === true ? { estimated: true } : {}),
-      ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
-      ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
-    };
     const items: TransactItems = [
-      // Settling is conditional on the hold still existing, which makes it idempotent, on its
-      // amount, so a stale copy of a hold that has since grown cannot release the wrong sum, and on
-      // its windows, so a copy taken before a limit's arming adopted it cannot miss that window.
-      {
-        Delete: {
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount AND size(windows) = :windows',
-          ExpressionAttributeValues: { ':amount': hold.amountMicros, ':windows': hold.windows.length },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        },
-      },
+      // The request's row, open with this hold's amount and windows, becomes its usage row
+      // (`request-rows.ts`): idempotent, a stale copy of a grown hold cannot release the wrong
+      // sum, and one taken before a limit's arming adopted it cannot miss that window.
+      settleRowUpdate(this.tables.usage, hold, s, { chargeMicros, uncollectedMicros, ...(this.tables.usageRetentionDays !== undefined ? { retentionDays: this.tables.usageRetentionDays } : {}) }),
     ];
     if (!hold.byok) {
       items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros, ...(month === undefined ? {} : { month }) })));
@@ -891,7 +846,6 @@ export class DynamoLedger implements Ledger {
         items.push(update(this.tables.ledger, windowKey(hold.workspaceId, slice, sk), windowSettle({ holdMicros: hold.amountMicros, chargeMicros, withRoom })));
       }
     }
-    items.push({ Put: { TableName: this.tables.usage, Item: usage } });
     return items;
   }
 
@@ -911,17 +865,9 @@ export class DynamoLedger implements Ledger {
       const request = extensionRequest(hold, extraMicros, limits, now);
       const windows = this.holdWindows(hold, request);
       const items: TransactItems = [
-        {
-          Update: {
-            TableName: this.tables.holds,
-            Key: { holdId: hold.holdId },
-            UpdateExpression: 'SET amountMicros = amountMicros + :extra',
-            // On its windows too: a limit's arming may have adopted the hold since this copy was taken.
-            ConditionExpression: 'attribute_exists(holdId) AND size(windows) = :windows',
-            ExpressionAttributeValues: { ':extra': extraMicros, ':windows': hold.windows.length },
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          },
-        },
+        // The hold grows on its open row (`request-rows.ts`), as long as it has the windows this
+        // copy knows: a limit's arming may have adopted it since.
+        extendRowUpdate(this.tables.usage, hold, extraMicros),
         // An extension is a reservation too, so it counts toward the spend rate; it is not
         // refused by the cap, since cutting a running stream for pace would lose what it made.
         update(
@@ -955,9 +901,9 @@ export class DynamoLedger implements Ledger {
         }
         if (failed(err, 0)) {
           const stored = reasonItem(err, 0);
-          if (stored === undefined) return false; // the hold is gone (settled or swept)
+          if (!isOpenRow(stored)) return false; // the request is settled (or swept)
           // Adopted by a limit's arming: extend onto its windows as stored.
-          hold = { ...hold, ...(Array.isArray(stored.windows) ? { windows: stored.windows as string[] } : {}) };
+          hold = { ...hold, ...(Array.isArray(stored?.windows) ? { windows: stored?.windows as string[] } : {}) };
           continue;
         }
         if (this.learnArmed(hold.workspaceId, windows, err, 2)) continue;

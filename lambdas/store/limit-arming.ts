@@ -7,9 +7,10 @@
  * 2. mark the request counters of the key (or of each of the member's keys) for the minutes
  *    around `trackFrom`, so an admission that started earlier and counts nothing cannot land
  *    after this point (`CLOSED_FOR`);
- * 3. adopt every open hold of the window's requests from before `trackFrom`: the window is added
- *    to the hold (conditioned on its amount, so an extension meanwhile is not missed) and the
- *    hold's amount goes on the window, in one transaction with a marker naming the hold;
+ * 3. adopt every open request of the window from before `trackFrom` (its row, open, is its hold):
+ *    the window is added to the row's windows (conditioned on its amount, so an extension meanwhile
+ *    is not missed) and the hold's amount goes on the window, in one transaction with a marker
+ *    naming the request;
  * 4. add what the other requests of the window before `trackFrom` were charged (their usage rows,
  *    BYOK excluded, adopted ones excluded by their markers) to the window, and mark it armed, in
  *    one transaction that happens once;
@@ -18,16 +19,16 @@
  * Every step can run again (a retried call resumes where one stopped): a hold is adopted once, the
  * base is added once. Nothing here is on a request's path.
  */
-import { GetCommand, QueryCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES, keySliceOf } from '../core/key-slices';
 import { armingMinutes } from '../core/limit-arming';
 import { windowEnd, windowKeys, windowStart } from '../core/windows';
-import type { HoldRecord, KeyRecord, UsageRecord, WindowCadence } from '../shared/records';
+import type { KeyRecord, UsageRecord, WindowCadence } from '../shared/records';
 import { usageRows } from './balance';
 import type { AdminContext } from './directory-context';
 import { memberSk, nowOf, table } from './directory-context';
 import { CLOSED_FOR, closeCounter, isArmed, keyShareDebit, reopenCounter, windowDebit } from './items';
-import { keySlicePk, memberPk } from './keys';
+import { allUsagePks, keySlicePk, memberPk } from './keys';
 import type { BuiltUpdate } from './expr';
 
 /** What the gateways' cache holds a key or member record for, when the context does not say (`SLUICE_CACHE_TTL_MS`'s default). */
@@ -135,37 +136,46 @@ async function memberKeyIds(ctx: AdminContext, workspaceId: string, memberId: st
   return [...ids];
 }
 
-/** The open holds of the window's requests admitted before `trackFrom` (BYOK ones count against no limit). */
-async function openHolds(ctx: AdminContext, target: ArmingTarget, from: number): Promise<HoldRecord[]> {
-  const out: HoldRecord[] = [];
-  let start: Record<string, unknown> | undefined;
+/**
+ * The open requests of the window that started before `trackFrom` (BYOK ones count against no
+ * limit): their rows, open, in the workspace's usage partitions by start.
+ */
+async function openRows(ctx: AdminContext, target: ArmingTarget, from: number): Promise<Record<string, unknown>[]> {
   const who = target.kind === 'key' ? { attr: 'keyId', id: target.keyId } : { attr: 'memberId', id: target.memberId };
-  do {
-    // Open holds only (a settled request's hold is gone), so the table is the service's requests in flight.
-    const page = await ctx.doc.send(
-      new ScanCommand({
-        TableName: table(ctx, 'holds'),
-        ConsistentRead: true,
-        FilterExpression: 'workspaceId = :ws AND #who = :id AND createdAt >= :from AND createdAt < :to AND byok = :no',
-        ExpressionAttributeNames: { '#who': who.attr },
-        ExpressionAttributeValues: { ':ws': target.workspaceId, ':id': who.id, ':from': from, ':to': target.generation, ':no': false },
-        ExclusiveStartKey: start,
-      }),
-    );
-    out.push(...((page.Items ?? []) as HoldRecord[]));
-    start = page.LastEvaluatedKey;
-  } while (start !== undefined);
+  const out: Record<string, unknown>[] = [];
+  await Promise.all(
+    allUsagePks(target.workspaceId).map(async (pk) => {
+      let start: Record<string, unknown> | undefined;
+      do {
+        const page = await ctx.doc.send(
+          new QueryCommand({
+            TableName: table(ctx, 'usage'),
+            // A row's sort key starts with its start (ISO): the window's start up to `trackFrom`, exclusive.
+            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+            FilterExpression: '#state = :open AND #who = :id AND byok = :no',
+            ExpressionAttributeNames: { '#state': 'state', '#who': who.attr },
+            ExpressionAttributeValues: { ':pk': pk, ':from': new Date(from).toISOString(), ':to': new Date(target.generation).toISOString(), ':open': 'open', ':id': who.id, ':no': false },
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        );
+        out.push(...(page.Items ?? []));
+        start = page.LastEvaluatedKey;
+      } while (start !== undefined);
+    }),
+  );
   return out;
 }
 
-/** Step 3: adopts every open hold not yet adopted; a hold settled meanwhile is left to its usage row. */
+/** Step 3: adopts every open request not yet adopted; one settled meanwhile is left to its usage row. */
 async function adoptOpenHolds(ctx: AdminContext, target: ArmingTarget, from: number, sk: string): Promise<void> {
   const ledger = table(ctx, 'ledger');
   const cadence = cadenceOf(target);
   const ttl = Math.floor((windowEnd(cadence, target.generation) ?? 0) / 1000) + WINDOW_RETENTION_S;
-  for (const found of await openHolds(ctx, target, from)) {
-    let hold: Record<string, unknown> | undefined = found as unknown as Record<string, unknown>;
-    for (let attempt = 0; hold !== undefined && attempt < 10; attempt += 1) {
+  for (const found of await openRows(ctx, target, from)) {
+    const rowKey = { pk: String(found.pk), sk: String(found.sk) };
+    let hold: Record<string, unknown> | undefined = found;
+    for (let attempt = 0; hold !== undefined && hold.state === 'open' && attempt < 10; attempt += 1) {
       const windows = Array.isArray(hold.windows) ? (hold.windows as string[]) : [];
       if (windows.includes(sk)) break; // adopted before (an earlier run)
       const amount = Number(hold.amountMicros);
@@ -183,13 +193,13 @@ async function adoptOpenHolds(ctx: AdminContext, target: ArmingTarget, from: num
             TransactItems: [
               {
                 Update: {
-                  TableName: table(ctx, 'holds'),
-                  Key: { holdId: String(hold.holdId) },
+                  TableName: table(ctx, 'usage'),
+                  Key: rowKey,
                   UpdateExpression: 'SET #w = list_append(#w, :add)',
-                  // Its amount as read: an extension meanwhile is adopted with it on the next try.
-                  ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount AND NOT contains(#w, :sk)',
-                  ExpressionAttributeNames: { '#w': 'windows' },
-                  ExpressionAttributeValues: { ':add': [sk], ':amount': amount, ':sk': sk },
+                  // Still open, with its amount as read: an extension meanwhile is adopted with it on the next try.
+                  ConditionExpression: '#state = :open AND amountMicros = :amount AND NOT contains(#w, :sk)',
+                  ExpressionAttributeNames: { '#w': 'windows', '#state': 'state' },
+                  ExpressionAttributeValues: { ':add': [sk], ':amount': amount, ':sk': sk, ':open': 'open' },
                   ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
                 },
               },
@@ -197,7 +207,7 @@ async function adoptOpenHolds(ctx: AdminContext, target: ArmingTarget, from: num
               {
                 Put: {
                   TableName: ledger,
-                  Item: { pk: homePk(target), sk: adoptedSk(sk, String(hold.holdId)), amountMicros: amount, ttl: Math.floor(nowOf(ctx) / 1000) + MARKER_DAYS * 86_400 },
+                  Item: { pk: homePk(target), sk: adoptedSk(sk, String(hold.requestId)), amountMicros: amount, ttl: Math.floor(nowOf(ctx) / 1000) + MARKER_DAYS * 86_400 },
                   ConditionExpression: 'attribute_not_exists(pk)',
                 },
               },
@@ -209,9 +219,8 @@ async function adoptOpenHolds(ctx: AdminContext, target: ArmingTarget, from: num
         if (!isCancelled(err)) throw err;
         const reasons = err.CancellationReasons ?? [];
         if (reasons[0]?.Code === 'ConditionalCheckFailed') {
-          // Settled meanwhile (gone: its usage row counts it), adopted by another run, or grown: read it again.
-          const holdId = String(hold.holdId);
-          const again: { Item?: Record<string, unknown> } = await ctx.doc.send(new GetCommand({ TableName: table(ctx, 'holds'), Key: { holdId }, ConsistentRead: true }));
+          // Settled meanwhile (its usage row counts it), adopted by another run, or grown: read it again.
+          const again: { Item?: Record<string, unknown> } = await ctx.doc.send(new GetCommand({ TableName: table(ctx, 'usage'), Key: rowKey, ConsistentRead: true }));
           hold = again.Item;
           continue;
         }
@@ -246,7 +255,7 @@ async function adoptedIds(ctx: AdminContext, target: ArmingTarget, sk: string): 
 
 /**
  * What the window's requests before `trackFrom` that are not adopted were charged: every one of
- * them has settled (the counters are closed and the open ones adopted), so each has its usage row.
+ * them has settled (the counters are closed and the open ones adopted), so its row is a usage row.
  */
 async function settledBefore(ctx: AdminContext, target: ArmingTarget, from: number, sk: string): Promise<number> {
   const adopted = await adoptedIds(ctx, target, sk);

@@ -11,7 +11,8 @@ import { join, resolve } from 'node:path';
 import { APIError } from 'openai';
 import { startTestAdmin, type TestAdmin } from '../support/admin';
 import { startStack, type TestStack } from '../support/stack';
-import { usagePk } from '../../lambdas/store/keys';
+import { requestRowKey } from '../../lambdas/store/keys';
+import { requestIdDigits } from '../../lambdas/core/request-id';
 
 jest.setTimeout(180_000);
 
@@ -333,12 +334,15 @@ describe("the operator's day", () => {
   });
 
   it('reads one request\'s usage row by its request id, and usage by member', async () => {
+    // A gateway's request id carries its start, which puts its row at a key the store can name.
+    const startedAt = Date.now();
+    const id = `req_${requestIdDigits(startedAt, '10000000000001')}`;
     const row = {
-      // The store's layout: a workspace's rows spread over partitions by request id.
-      pk: usagePk(ws, 'req_lookup1'),
+      // The store's layout: a workspace's rows spread over partitions by request id, settled.
+      ...requestRowKey(ws, id, startedAt),
+      state: 'settled',
       workspaceId: ws,
-      sk: `${new Date().toISOString()}#req_lookup1`,
-      requestId: 'req_lookup1',
+      requestId: id,
       keyId: 'key_x',
       family: 'chat_completions',
       requestedModel: 'local/sim-small',
@@ -355,12 +359,12 @@ describe("the operator's day", () => {
       chargeMicros: 4321,
       holdMicros: 9999,
       attempts: 1,
-      startedAt: Date.now(),
+      startedAt,
       durationMs: 15,
     };
     await stack.tables.doc.send(new PutCommand({ TableName: `${stack.tables.prefix}usage`, Item: row }));
-    await expect(ok(['usage', 'request', 'req_lookup1', '-w', ws])).resolves.toMatchObject({ requestId: 'req_lookup1', chargeMicros: 4321, inputTokens: 12 });
-    expect(await human(['usage', 'request', 'req_lookup1', '-w', ws])).toMatch(/^charge +USD 0\.00004321 \(held USD 0\.00009999\)$/m);
+    await expect(ok(['usage', 'request', id, '-w', ws])).resolves.toMatchObject({ requestId: id, chargeMicros: 4321, inputTokens: 12 });
+    expect(await human(['usage', 'request', id, '-w', ws])).toMatch(/^charge +USD 0\.00004321 \(held USD 0\.00009999\)$/m);
     expect((await refused(['usage', 'request', 'req_nope', '-w', ws])).code).toBe('usage_not_found');
     const report = await ok<{ byMember: unknown[] }>(['usage', '-w', ws]);
     expect(Array.isArray(report.byMember)).toBe(true);

@@ -148,8 +148,9 @@ function usageOf(body: string): { prompt_tokens: number; completion_tokens: numb
 }
 
 async function openHolds(): Promise<Set<string>> {
-  const out = await tables.doc.send(new ScanCommand({ TableName: tableName(tables.prefix, 'holds'), ConsistentRead: true }));
-  return new Set((out.Items ?? []).map((h) => String(h.holdId)));
+  // A hold is its request's row while it is open (the usage table, `state` open).
+  const out = await tables.doc.send(new ScanCommand({ TableName: tableName(tables.prefix, 'usage'), ConsistentRead: true }));
+  return new Set((out.Items ?? []).filter((r) => r.state === 'open').map((r) => String(r.requestId)));
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {
@@ -353,7 +354,7 @@ it('serves 67 concurrent invocations in one process with no request state crossi
     expect(poorRow?.chargeMicros).toBeLessThanOrEqual(poorRow?.holdMicros ?? -1);
 
     // Each workspace's money: its own rows, nothing held, the invariant.
-    const ledgerTables = { ledger: tableName(tables.prefix, 'ledger'), holds: tableName(tables.prefix, 'holds'), usage: tableName(tables.prefix, 'usage') };
+    const ledgerTables = { ledger: tableName(tables.prefix, 'ledger'), usage: tableName(tables.prefix, 'usage') };
     for (const ws of [...seeded.map((s) => s.workspaceId), poorWs.workspaceId]) {
       const b = await readBalance(tables.doc, ledgerTables, ws);
       const own = [...rows.values()].filter((r) => r.workspaceId === ws);

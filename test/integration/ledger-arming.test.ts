@@ -30,7 +30,7 @@ let tables: TestTables;
 let wire: DynamoWire;
 let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+const ledgerTables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
 /** The clock of everything here: a moving clock on a day of the tests' calendar, ahead of the real one (test/support/clock.ts). */
 const OFFSET = testDate(10, 22, 12) - Date.now();
@@ -130,10 +130,11 @@ async function authoritative(c: Caller, kind: 'key' | 'member', now: number): Pr
   const from = windowStart('monthly', now);
   const mine = (r: { keyId?: string; memberId?: string }): boolean => (kind === 'key' ? r.keyId === c.keyId : r.memberId === c.memberId);
   const rows = await usageRows(tables.doc, t('usage'), c.workspaceId, { from: new Date(from).toISOString() });
-  const holds = ((await tables.doc.send(new ScanCommand({ TableName: t('holds'), ConsistentRead: true }))).Items ?? []) as HoldRecord[];
+  // A hold is its request's row while it is open.
+  const holds = ((await tables.doc.send(new ScanCommand({ TableName: t('usage'), ConsistentRead: true }))).Items ?? []).filter((h) => h.state === 'open');
   return {
     settled: rows.filter((r) => mine(r) && !r.byok).reduce((a, r) => a + r.chargeMicros, 0),
-    held: holds.filter((h) => h.workspaceId === c.workspaceId && mine(h) && !h.byok && h.createdAt >= from).reduce((a, h) => a + h.amountMicros, 0),
+    held: holds.filter((h) => h.workspaceId === c.workspaceId && mine(h) && h.byok !== true && Number(h.startedAt) >= from).reduce((a, h) => a + Number(h.amountMicros), 0),
   };
 }
 
@@ -276,7 +277,7 @@ describe('the door an arming closes', () => {
     await setLimit(c, 'key', 50);
     // It reaches the store only now (a slow request): the counter of its minute is closed to it.
     await expect(ledger.admit(early)).rejects.toBeInstanceOf(LedgerContentionError);
-    const held = ((await tables.doc.send(new ScanCommand({ TableName: t('holds'), ConsistentRead: true }))).Items ?? []).filter((h) => h.holdId === early.holdId);
+    const held = ((await tables.doc.send(new ScanCommand({ TableName: t('usage'), ConsistentRead: true }))).Items ?? []).filter((h) => h.requestId === early.holdId);
     expect(held).toHaveLength(0);
     // Its retry, which counts the window, is admitted and counted.
     const retry = await ledger.admit(await request(c, MINOR));

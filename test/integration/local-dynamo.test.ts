@@ -44,7 +44,7 @@ describe('ensureTables against DynamoDB Local', () => {
       schema.indexes.map((index) => ({
         name: index.indexName,
         keys: [`${index.partitionKey.name}:HASH`, ...(index.sortKey ? [`${index.sortKey.name}:RANGE`] : [])],
-        projection: 'ALL',
+        projection: index.projection ?? 'ALL',
         status: 'ACTIVE',
       })),
     );
@@ -159,7 +159,7 @@ describe('startDynamoLocal', () => {
     client = makeDynamoClient(second.endpoint);
     try {
       const { TableNames = [] } = await client.send(new ListTablesCommand({}));
-      expect(TableNames).toEqual(expect.arrayContaining(['persist-extra', 'persist-usage', 'persist-holds']));
+      expect(TableNames).toEqual(expect.arrayContaining(['persist-extra', 'persist-usage', 'persist-ledger']));
       // Reconciling existing tables is a no-op when they match the schema.
       await ensureTables(client, 'persist-');
     } finally {

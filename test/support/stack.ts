@@ -117,8 +117,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     async settled(workspaceId = first.workspaceId, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const out = await tables.doc.send(new ScanCommand({ TableName: t('holds'), ConsistentRead: true }));
-        const open = (out.Items ?? []).filter((h) => h.workspaceId === workspaceId);
+        // Open holds are requests' rows still open.
+        const out = await tables.doc.send(new ScanCommand({ TableName: t('usage'), ConsistentRead: true }));
+        const open = (out.Items ?? []).filter((h) => h.workspaceId === workspaceId && h.state === 'open');
         if (open.length === 0) return;
         if (Date.now() > deadline) throw new Error(`${open.length} holds still open after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 20));

@@ -11,13 +11,14 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import type { AdmissionLimits, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
-import { expiryShard, sliceKey, usagePk } from '../../lambdas/store/keys';
+import { sliceKey, usagePk } from '../../lambdas/store/keys';
+import { openRow } from '../../lambdas/store/request-rows';
 import { slotName } from '../../lambdas/store/items';
 import { lapFloor, lapOf, slotValue } from '../../lambdas/core/spend-rate';
 
 const ddb = mockClient(DynamoDBDocumentClient);
 const doc = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'y' } }));
-const TABLES = { ledger: 'L', holds: 'H', usage: 'U' } as const;
+const TABLES = { ledger: 'L', usage: 'U' } as const;
 
 const NOW = Date.UTC(2026, 10, 22, 12, 34, 56, 789);
 const SECOND = Math.floor(NOW / 1000);
@@ -73,7 +74,9 @@ const cancelled = (...reasons: (string | { Code: string; Item: Record<string, un
 
 type Items = NonNullable<TransactWriteCommandInput['TransactItems']>;
 const transactions = (): Items[] => ddb.commandCalls(TransactWriteCommand).map((c) => c.args[0].input.TransactItems ?? []);
-const keyOf = (item: Items[number] | undefined): unknown => item?.Update?.Key ?? item?.Delete?.Key ?? item?.Put?.Item?.holdId;
+const keyOf = (item: Items[number] | undefined): unknown => item?.Update?.Key ?? item?.Delete?.Key ?? item?.Put?.Item?.requestId;
+/** The key of request `req_1`'s row (the id carries no start: its row starts at the admission's `now`). */
+const ROW_KEY = { pk: usagePk('ws1', 'req_1'), sk: `${new Date(NOW).toISOString()}#req_1` };
 
 /** The placeholder a builder gave an attribute (a slot's one-character name among them). */
 function ref(update: { ExpressionAttributeNames?: Record<string, string> } | undefined, name: string): string {
@@ -124,10 +127,9 @@ describe('admit: the transaction', () => {
       byok: false,
       createdAt: NOW,
       expiresAt: NOW + 600_000,
-      expiryShard: expiryShard('req_1'),
-      ttl: Math.floor((NOW + 600_000) / 1000) + 7 * 86_400,
     };
-    expect(items[1]).toEqual({ Put: { TableName: 'H', Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } });
+    // The hold is the request's row, put open (`request-rows.ts`).
+    expect(items[1]).toEqual({ Put: { TableName: 'U', Item: openRow(hold), ConditionExpression: 'attribute_not_exists(pk)' } });
     expect(outcome).toEqual({ admitted: true, hold });
 
     // The slice covers the need from its available credit, and its spend-rate headroom covers it too.
@@ -352,8 +354,6 @@ describe('extend', () => {
     byok: false,
     createdAt: NOW,
     expiresAt: NOW + 600_000,
-    expiryShard: expiryShard('req_1'),
-    ttl: Math.floor((NOW + 600_000) / 1000) + 7 * 86_400,
   };
 
   test('conflicts on the hold\'s slice are retried past the eight tries a shortfall gets: a running stream is not cut for a busy slice', async () => {
@@ -383,9 +383,9 @@ describe('settle', () => {
     byok: false,
     createdAt: NOW,
     expiresAt: NOW + 600_000,
-    expiryShard: 'X1',
-    ttl: 1,
   };
+  /** What the settlement sets `name` to on the row. */
+  const rowSet = (update: Parameters<typeof valueNear>[0], name: string): unknown => valueNear(update, new RegExp(`#${name} = (:v\\d+)`));
   const settlement = (charge: number, over: Partial<Settlement> = {}): Settlement => ({
     counts: { inputTokens: 100, cachedInputTokens: 10, outputTokens: 50, reasoningTokens: 5 },
     chargeMicros: charge,
@@ -403,24 +403,23 @@ describe('settle', () => {
     return new DynamoLedger(doc, TABLES);
   };
 
-  test('deletes the hold if it exists, returns the rest, moves every window (the month share on the slice) by charge - hold, writes the usage row', async () => {
+  test('turns the open hold into its usage row, returns the rest, moves every window (the month share on the slice) by charge - hold', async () => {
     ddb.on(TransactWriteCommand).resolves({});
     const charge = 1_500_000;
     await expect(ledgerFor().settle(hold, settlement(charge))).resolves.toBe(true);
     const items = transactions()[0] as Items;
     expect(items.map(keyOf)).toEqual([
-      { holdId: 'req_1' },
+      ROW_KEY,
       { pk: PK, sk: 'BALANCE' },
       { pk: KEY_PK, sk: 'KEYWIN#k1#M2026-11' },
       { pk: 'MEMBER#ws1#m1', sk: 'MEMBERMONTH#m1#2026-11' },
-      undefined,
     ]);
-    // Conditional on the hold still existing (idempotence), on its amount and on its windows (an arming may adopt it).
-    expect(items[0]?.Delete).toMatchObject({
-      ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount AND size(windows) = :windows',
-      ExpressionAttributeValues: { ':amount': NEED, ':windows': 3 },
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    });
+    // Conditional on the hold still being open (idempotence), on its amount and on its windows (an arming may adopt it).
+    const row = items[0]?.Update;
+    expect(row).toMatchObject({ TableName: 'U', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' });
+    expect(valueNear(row, /\(#state = (:v\d+)\)/)).toBe('open');
+    expect(valueNear(row, /\(#amountMicros = (:v\d+)\)/)).toBe(NEED);
+    expect(valueNear(row, /\(size\(#windows\) = (:v\d+)\)/)).toBe(3);
     const slice = items[1]?.Update;
     expect(valueNear(slice, /#availableMicros (:v\d+)/)).toBe(NEED - charge);
     expect(valueNear(slice, /#heldMicros (:v\d+)/)).toBe(-NEED);
@@ -431,33 +430,37 @@ describe('settle', () => {
     expect(valueNear(slice, /#mo = (:v\d+)/)).toBe(MONTH);
     expect(valueNear(slice, /#mu (:v\d+)/)).toBe(charge - NEED);
     expect(valueNear(slice, /#mr (:v\d+)/)).toBe(NEED - charge);
-    const usage = items[4]?.Put;
-    expect(usage?.TableName).toBe('U');
-    expect(usage?.Item).toMatchObject({ pk: usagePk('ws1', 'req_1'), workspaceId: 'ws1', sk: `${new Date(NOW).toISOString()}#req_1`, requestId: 'req_1', chargeMicros: charge, holdMicros: NEED, durationMs: 1234 });
-    expect(usage?.Item).not.toHaveProperty('uncollectedMicros');
-    expect(usage?.Item).not.toHaveProperty('ttl');
+    // The usage row: the settled figures set on the same item, and what only a hold needs removed.
+    expect(rowSet(row, 'state')).toBe('settled');
+    expect(rowSet(row, 'chargeMicros')).toBe(charge);
+    expect(rowSet(row, 'holdMicros')).toBe(NEED);
+    expect(rowSet(row, 'durationMs')).toBe(1234);
+    expect(row?.UpdateExpression).toMatch(/REMOVE .*#expiryShard/);
+    expect(row?.UpdateExpression).not.toContain('#uncollectedMicros');
+    expect(row?.UpdateExpression).not.toContain('#ttl');
   });
 
   test('usage rows carry a ttl when a retention is configured', async () => {
     ddb.on(TransactWriteCommand).resolves({});
     reads({ Responses: [{}, {}] });
     await new DynamoLedger(doc, { ...TABLES, usageRetentionDays: 30 }).settle(hold, settlement(1));
-    expect((transactions()[0] as Items)[4]?.Put?.Item?.ttl).toBe(Math.floor((NOW + 1234) / 1000) + 30 * 86_400);
+    expect(rowSet((transactions()[0] as Items)[0]?.Update, 'ttl')).toBe(Math.floor((NOW + 1234) / 1000) + 30 * 86_400);
   });
 
   test('when the slice cannot cover the excess, what is there is collected and the rest recorded as uncollected', async () => {
-    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', { Code: 'ConditionalCheckFailed', Item: { pk: PK, sk: 'BALANCE', availableMicros: 300, mo: MONTH } }, 'None', 'None', 'None')).resolves({});
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', { Code: 'ConditionalCheckFailed', Item: { pk: PK, sk: 'BALANCE', availableMicros: 300, mo: MONTH } }, 'None', 'None')).resolves({});
     await ledgerFor().settle(hold, settlement(NEED + 1000));
     const all = transactions();
     expect(all).toHaveLength(2);
     const second = all[1] as Items;
     expect(valueNear(second[1]?.Update, /#availableMicros (:v\d+)/)).toBe(-300);
     expect(valueNear(second[1]?.Update, /#availableMicros >= (:v\d+)/)).toBe(300);
-    expect(second[4]?.Put?.Item).toMatchObject({ chargeMicros: NEED + 300, uncollectedMicros: 700 });
+    expect(rowSet(second[0]?.Update, 'chargeMicros')).toBe(NEED + 300);
+    expect(rowSet(second[0]?.Update, 'uncollectedMicros')).toBe(700);
   });
 
   test("a hold whose month is over (the slice's share started over): settled again without the month share", async () => {
-    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', { Code: 'ConditionalCheckFailed', Item: { pk: PK, sk: 'BALANCE', availableMicros: 300, mo: 202612 } }, 'None', 'None', 'None')).resolves({});
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled('None', { Code: 'ConditionalCheckFailed', Item: { pk: PK, sk: 'BALANCE', availableMicros: 300, mo: 202612 } }, 'None', 'None')).resolves({});
     await expect(ledgerFor().settle(hold, settlement(1_500_000))).resolves.toBe(true);
     const [first, second] = transactions();
     expect(valueNear(first?.[1]?.Update, /#mo = (:v\d+)/)).toBe(MONTH);
@@ -466,8 +469,8 @@ describe('settle', () => {
     expect(valueNear(second?.[1]?.Update, /#spentMicros (:v\d+)/)).toBe(1_500_000);
   });
 
-  test('already settled (the hold Delete failed and no hold came back): resolves false, one transaction', async () => {
-    ddb.on(TransactWriteCommand).rejects(cancelled('ConditionalCheckFailed', 'None', 'None', 'None', 'None'));
+  test('already settled (the row\'s update failed and no open row came back): resolves false, one transaction', async () => {
+    ddb.on(TransactWriteCommand).rejects(cancelled('ConditionalCheckFailed', 'None', 'None', 'None'));
     ddb.on(GetCommand).resolves({});
     await expect(ledgerFor().settle(hold, settlement(1))).resolves.toBe(false);
     expect(transactions()).toHaveLength(1);
@@ -475,12 +478,14 @@ describe('settle', () => {
 
   test('the stored hold has grown since this copy (ALL_OLD says so): settled again at the stored amount', async () => {
     const grown = NEED + 500;
-    ddb.on(TransactWriteCommand).rejectsOnce(cancelled({ Code: 'ConditionalCheckFailed', Item: { ...hold, amountMicros: grown } }, 'None', 'None', 'None', 'None')).resolves({});
+    ddb.on(TransactWriteCommand).rejectsOnce(cancelled({ Code: 'ConditionalCheckFailed', Item: { ...openRow(hold), amountMicros: grown } }, 'None', 'None', 'None')).resolves({});
     await expect(ledgerFor().settle(hold, settlement(1_000_000))).resolves.toBe(true);
     const second = transactions()[1] as Items;
-    expect(second[0]?.Delete?.ExpressionAttributeValues).toEqual({ ':amount': grown, ':windows': 3 });
+    expect(valueNear(second[0]?.Update, /\(#amountMicros = (:v\d+)\)/)).toBe(grown);
+    expect(valueNear(second[0]?.Update, /\(size\(#windows\) = (:v\d+)\)/)).toBe(3);
     expect(valueNear(second[1]?.Update, /#heldMicros (:v\d+)/)).toBe(-grown);
-    expect(second[4]?.Put?.Item).toMatchObject({ holdMicros: grown, chargeMicros: 1_000_000 });
+    expect(rowSet(second[0]?.Update, 'holdMicros')).toBe(grown);
+    expect(rowSet(second[0]?.Update, 'chargeMicros')).toBe(1_000_000);
   });
 
   test('after a settlement, now and then, aged-out slots of that slice are removed and their amounts returned', async () => {
@@ -498,11 +503,12 @@ describe('settle', () => {
     expect(valueNear(tidy, new RegExp(`${slot} = (:v\\d+)`))).toBe(slotValue(old, 900));
   });
 
-  test('BYOK: the hold is deleted and a usage row written; no slice, no windows, no charge', async () => {
+  test('BYOK: the open hold becomes its usage row; no slice, no windows, no charge', async () => {
     ddb.on(TransactWriteCommand).resolves({});
     await new DynamoLedger(doc, TABLES).settle({ ...hold, byok: true, windows: [] }, settlement(999));
     const items = transactions()[0] as Items;
-    expect(items.map((i) => Object.keys(i)[0])).toEqual(['Delete', 'Put']);
-    expect(items[1]?.Put?.Item).toMatchObject({ chargeMicros: 0, byok: true });
+    expect(items.map((i) => Object.keys(i)[0])).toEqual(['Update']);
+    expect(rowSet(items[0]?.Update, 'chargeMicros')).toBe(0);
+    expect(rowSet(items[0]?.Update, 'byok')).toBe(true);
   });
 });
