@@ -34,6 +34,13 @@ export interface KeyRecord {
   readonly creditLimitMicros?: number;
   /** The window the credit limit counts over (default `monthly`). */
   readonly creditWindow?: WindowCadence;
+  /**
+   * Set when the limit was set on a window that was not tracked: from this instant every
+   * admission counts the key's window (`lambdas/core/limit-arming.ts`). Absent with a limit: tracked all along.
+   */
+  readonly creditTrackFrom?: number;
+  /** Equals `creditTrackFrom` once the arming wrote what the window held before it: the limit is enforced. */
+  readonly creditArmedFrom?: number;
 }
 
 /** workspaces table, sk `META`. */
@@ -70,6 +77,10 @@ export interface MemberRecord {
   readonly role: 'owner' | 'member';
   /** Member monthly spend limit, micro-units per UTC calendar month. */
   readonly monthlyLimitMicros?: number;
+  /** As a key's `creditTrackFrom`, for the member's monthly limit. */
+  readonly monthlyTrackFrom?: number;
+  /** As a key's `creditArmedFrom`, for the member's monthly limit. */
+  readonly monthlyArmedFrom?: number;
 }
 
 /** workspaces table, sk `PROFILE#<identifier>`. */
@@ -85,9 +96,10 @@ export interface ProfileRecord {
 /**
  * ledger table, one slice of a workspace's ledger: pk `WS#<workspaceId>` (slice 0) or
  * `WS#<workspaceId>#S<n>`, sk `BALANCE`. On every slice `available + held + spent = credited`;
- * summed over slices, `credited` is every credit ever added. The spend-rate headroom lives on
- * the same item (`rateCap`, `rateRoom`, `rateTotal` and 64 cyclic slots `r<k>`/`s<k>`, bounded);
- * see `lambdas/store/items.ts` and docs/store.md.
+ * summed over slices, `credited` is every credit ever added. The spend-rate headroom (`rc`, `rr`,
+ * `rt`, the guard lap `rl` and 64 one-character slots) and the slice's share of the workspace
+ * month (`mo`, `ms`, `mh`, `mu`, `mr`, `ml`) live on the same item, which stays under 1 KB; see
+ * `lambdas/store/items.ts` and docs/store.md.
  */
 export interface BalanceRecord {
   readonly pk: string;
@@ -96,9 +108,6 @@ export interface BalanceRecord {
   readonly heldMicros: number;
   readonly spentMicros: number;
   readonly creditedMicros: number;
-  readonly rateCap?: number;
-  readonly rateRoom?: number;
-  readonly rateTotal?: number;
   /** Slice 0 only: how many slices admissions use (absent: 1). */
   readonly sliceCount?: number;
   /** Slice 0 only: the most slices ever used, so retired ones are still read. */
@@ -108,9 +117,9 @@ export interface BalanceRecord {
 }
 
 /**
- * ledger table, one limit window: `KEY#<keyId>` / `KEYWIN#<keyId>#<windowId>`,
- * `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`, and each slice's share of the
- * workspace month, `<slice pk>` / `MONTH#<yyyy-mm>` (with `roomMicros` and `limitMicros`).
+ * ledger table, one limit window, written only while its limit is tracked:
+ * `KEY#<ws>#<keyId>[#S<j>]` / `KEYWIN#<keyId>#<windowId>[~<generation>]` and
+ * `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>[~<generation>]`.
  * `used = settled + held`, kept as its own attribute because a condition cannot add.
  */
 export interface WindowRecord {
@@ -143,7 +152,11 @@ export interface HoldRecord {
   readonly amountMicros: number;
   /** Upper bound of the prompt's cost; what the sweeper charges a request whose function died. */
   readonly inputMicros: number;
-  /** ledger sort keys of the windows this hold occupies (key window, member month, workspace month). */
+  /**
+   * ledger sort keys of the windows this hold occupies: the key window and member month when
+   * their limits are tracked, and always the workspace month (`MONTH#<yyyy-mm>`, on its slice).
+   * A limit's arming may append a window to an open hold (it adopts it).
+   */
   readonly windows: readonly string[];
   /** Whether the request runs on the workspace's own provider key (not charged to the balance). */
   readonly byok: boolean;

@@ -4,6 +4,7 @@
  */
 import { QueryCommand, TransactGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES } from '../core/key-slices';
+import { needsArming, trackFromFor } from '../core/limit-arming';
 import { windowId, windowKeys } from '../core/windows';
 import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
 import type { KeyEndedHow, KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
@@ -11,6 +12,7 @@ import { KEYS_BY_WORKSPACE } from '../shared/schema';
 import type { AdminContext, TransactItem } from './directory-context';
 import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
 import { lastUseOfKey } from './directory-usage';
+import { DEFAULT_CACHE_TTL_MS, armWindow, reopenCounters } from './limit-arming';
 import { windowKey } from './keys';
 import {
   AmbiguousKeyError,
@@ -266,6 +268,13 @@ export async function setKeyExpiry(
 /**
  * Sets a key's credit limit (minor units, counted over `window`, default monthly) or removes it
  * (null). The gateway counts settled plus held in the current window against it.
+ *
+ * A key window is written only while a limit is set (`lambdas/core/limit-arming.ts`). A limit set
+ * where none was, or over another window, is armed before this returns: the record says when
+ * every gateway starts counting the window (the cache lifetime and a margin from now), and at
+ * that moment what the window held before is added to it (`limit-arming.ts` in the store).
+ * Changing the figure of a limit already armed takes effect within the cache lifetime, as before.
+ * Removing it stops the counting; setting one again later arms anew.
  */
 export async function setKeyCreditLimit(
   ctx: AdminContext,
@@ -275,19 +284,35 @@ export async function setKeyCreditLimit(
   if (!WINDOW_CADENCES.includes(window)) throw new ValidationError(`window must be one of ${WINDOW_CADENCES.join(', ')}`);
   const micros = input.limitMinor === null ? null : minorToMicros(input.limitMinor, 'key credit limit', { allowZero: true });
   const key = await resolveKey(ctx, input);
+  const arm = micros !== null && needsArming({ limitMicros: key.creditLimitMicros, cadence: key.creditWindow }, window);
+  // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
+  const resume = micros !== null && !arm && key.creditTrackFrom !== undefined && key.creditArmedFrom !== key.creditTrackFrom;
+  const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : key.creditTrackFrom;
   await conditional(
     () =>
       ctx.doc.send(
         new UpdateCommand({
           TableName: table(ctx, 'keys'),
           Key: { keyHash: key.keyHash },
-          UpdateExpression: micros === null ? 'REMOVE creditLimitMicros, creditWindow' : 'SET creditLimitMicros = :l, creditWindow = :w',
+          UpdateExpression:
+            micros === null
+              ? 'REMOVE creditLimitMicros, creditWindow, creditTrackFrom, creditArmedFrom'
+              : arm
+                ? 'SET creditLimitMicros = :l, creditWindow = :w, creditTrackFrom = :t REMOVE creditArmedFrom'
+                : 'SET creditLimitMicros = :l, creditWindow = :w',
           ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }) },
+          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }), ...(arm ? { ':t': trackFrom } : {}) },
         }),
       ),
     () => new KeyNotFoundError(input.workspaceId, key.keyId),
   );
+  if ((arm || resume) && trackFrom !== undefined) {
+    await armWindow(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: window, generation: trackFrom });
+  }
+  // Removed (or armed anew over another window): the earlier arming's marks must not refuse requests that count nothing now.
+  if ((micros === null || arm) && key.creditTrackFrom !== undefined) {
+    await reopenCounters(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: key.creditWindow ?? 'monthly', generation: key.creditTrackFrom });
+  }
   return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };
 }
 
@@ -381,6 +406,9 @@ export async function rotateKey(
     ...(old.name === undefined ? {} : { name: old.name }),
     ...(expiresAt === undefined ? {} : { expiresAt }),
     ...(old.creditLimitMicros === undefined ? {} : { creditLimitMicros: old.creditLimitMicros, creditWindow: old.creditWindow ?? 'monthly' }),
+    // The same key id keeps its window items: an arming's generation carries over with it.
+    ...(old.creditTrackFrom === undefined ? {} : { creditTrackFrom: old.creditTrackFrom }),
+    ...(old.creditArmedFrom === undefined ? {} : { creditArmedFrom: old.creditArmedFrom }),
   };
   await transact(
     ctx,
@@ -418,7 +446,7 @@ export async function showKey(ctx: AdminContext, ref: KeyRef): Promise<KeyDetail
           .send(
             new TransactGetCommand({
               TransactItems: Array.from({ length: KEY_SLICES }, (_, k) => ({
-                Get: { TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, k, windowKeys.key(key.keyId, cadence, now)) },
+                Get: { TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, k, windowKeys.key(key.keyId, cadence, now, key.creditTrackFrom)) },
               })),
             }),
           )

@@ -114,15 +114,21 @@ export function settleRowUpdate(usageTable: string, hold: HoldRecord, s: Settlem
   if (figures.retentionDays !== undefined) set('ttl', Math.floor(s.now / 1000) + figures.retentionDays * DAY_S);
   for (const name of OPEN_ONLY) b.remove(name);
   b.when(`${b.a('state')} = ${b.v(OPEN)}`).when(`${b.a('amountMicros')} = ${b.v(hold.amountMicros)}`);
+  // And on its windows: a copy taken before a limit's arming adopted the request (`limit-arming.ts`) would miss one.
+  b.when(`size(${b.a('windows')}) = ${b.v(hold.windows.length)}`);
   return { Update: { TableName: usageTable, Key: holdKey(hold), ...b.build(), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } };
 }
 
-/** A stream's hold growing by `extraMicros`, while its request is open. */
-export function extendRowUpdate(usageTable: string, hold: HoldRecord, extraMicros: number): { Update: { TableName: string; Key: Item } & BuiltUpdate } {
+/**
+ * A stream's hold growing by `extraMicros`, while its request is open and has the windows this
+ * copy knows (a limit's arming may have adopted it since: the old image then tells which).
+ */
+export function extendRowUpdate(usageTable: string, hold: HoldRecord, extraMicros: number): { Update: { TableName: string; Key: Item; ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } & BuiltUpdate } {
   const b = new UpdateBuilder();
   b.set(`${b.a('amountMicros')} = ${b.a('amountMicros')} + ${b.v(extraMicros)}`);
   b.when(`${b.a('state')} = ${b.v(OPEN)}`);
-  return { Update: { TableName: usageTable, Key: holdKey(hold), ...b.build() } };
+  b.when(`size(${b.a('windows')}) = ${b.v(hold.windows.length)}`);
+  return { Update: { TableName: usageTable, Key: holdKey(hold), ...b.build(), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } };
 }
 
 /** The charge a settlement computed but could not write, left on the open row for the sweeper. */

@@ -149,8 +149,9 @@ function usageOf(body: string): { prompt_tokens: number; completion_tokens: numb
 
 /** The ids of the open holds: requests' rows still open. */
 async function openHolds(): Promise<Set<string>> {
+  // A hold is its request's row while it is open (the usage table, `state` open).
   const out = await tables.doc.send(new ScanCommand({ TableName: tableName(tables.prefix, 'usage'), ConsistentRead: true }));
-  return new Set((out.Items ?? []).filter((h) => h.state === 'open').map((h) => String(h.requestId)));
+  return new Set((out.Items ?? []).filter((r) => r.state === 'open').map((r) => String(r.requestId)));
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 60_000): Promise<void> {

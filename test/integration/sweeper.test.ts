@@ -78,7 +78,12 @@ async function balance(workspaceId: string): Promise<Record<string, number>> {
   return { available: item.availableMicros, held: item.heldMicros, spent: item.spentMicros, credited: item.creditedMicros };
 }
 
+/** A window's figures: a key's or member's window item, or the slice's share of the workspace month (on the slice item since issue 21). */
 async function ledgerItem(workspaceId: string, sk: string): Promise<Record<string, unknown> | undefined> {
+  if (sk.startsWith('MONTH#')) {
+    const month = (await ledger.readSlices(workspaceId)).slices[0]?.month;
+    return month?.exists === true ? { heldMicros: month.heldMicros, settledMicros: month.settledMicros, usedMicros: month.usedMicros } : undefined;
+  }
   const got = await db.doc.send(new GetCommand({ TableName: t('ledger'), Key: windowKey(workspaceId, 0, sk), ConsistentRead: true }));
   return got.Item;
 }

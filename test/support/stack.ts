@@ -66,7 +66,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const tables = await testTables(options.dynamoEndpoint);
   const sim = await startSimulator();
   const secretsDir = mkdtempSync(path.join(tmpdir(), 'sluice-secrets-'));
-  const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
+  // The gateway below caches nothing (SLUICE_CACHE_TTL_MS 0), so a limit's arming need not wait for caches.
+  const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local', cacheTtlMs: Number(options.env?.SLUICE_CACHE_TTL_MS ?? 0) };
   await importCatalog(admin, {});
   const seed = async (creditMinor: number): Promise<{ workspaceId: string; ownerMemberId: string; rawKey: string; keyId: string }> => {
     const ws = await createWorkspace(admin, { name: 'test' });
