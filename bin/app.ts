@@ -10,7 +10,15 @@
 import { App } from 'aws-cdk-lib';
 import { applyNag } from '../lib/nag';
 import { addStage } from '../lib/stage-app';
-import { stageSettings } from '../lib/stage';
+import { StageConfigError, stageSettings } from '../lib/stage';
+
+/** `-c regions=a,b` arrives as a string; a list in cdk.json's context is taken too. */
+function regionsContext(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join(',');
+  throw new StageConfigError(`-c regions must be region names separated by commas, e.g. us-east-1,us-west-2; got ${JSON.stringify(value)}`);
+}
 
 const app = new App();
 const requested: unknown = app.node.tryGetContext('stage');
@@ -22,7 +30,7 @@ const stage = stageSettings(requested, {
   alarmEmail: typeof alarmEmail === 'string' ? alarmEmail : undefined,
   consoleOrigin: typeof consoleOrigin === 'string' ? consoleOrigin : undefined,
   compute: typeof compute === 'string' ? compute : undefined,
-  regions: typeof regions === 'string' ? regions : undefined,
+  regions: regionsContext(regions),
 });
 if (stage.alarmEmail === undefined) {
   process.stderr.write(`Sluice-${stage.name}: no -c alarmEmail=...; alarms and low-credit notices go to the SNS topic with no subscriber\n`);
