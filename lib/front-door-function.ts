@@ -4,8 +4,10 @@
  * `test/cdk/regions-front-door.test.ts` runs the generated code against a stand-in `cloudfront` module.
  */
 
+import { REGIONS_KEY } from '../lambdas/warden/handler-constants';
+
 /** The KeyValueStore key the wardens write and the function reads: `{"<region>": "up" | "down" | "stale", …}`. */
-export const REGIONS_KEY = 'regions';
+export { REGIONS_KEY };
 
 /** Origin answers on which CloudFront retries a GET, HEAD or OPTIONS on the group's second origin. */
 export const FAILOVER_STATUS_CODES: readonly number[] = [500, 502, 503, 504];

@@ -14,10 +14,9 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { emfLine, EMF_NAMESPACE } from '../shared/emf';
 import { REGION_ENV } from '../shared/region-env';
 import { WARDEN_ENV } from './env';
+import { REGIONS_KEY } from './handler-constants';
 import { afterProbe, mergeStates, parseStates, parseWardenConfig, probeOk, type RegionHealth, type RegionState, type WardenConfig } from './health';
 
-/** The store key the CloudFront Function reads. */
-export const REGIONS_KEY = 'regions';
 const PROBE_EVERY_MS = 5_000;
 const PROBE_TIMEOUT_MS = 3_000;
 /** Stop probing this long before Lambda's timeout, so a last write still fits. */
