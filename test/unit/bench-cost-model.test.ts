@@ -27,6 +27,7 @@ import {
   type LineName,
   type Measured,
   type Scenario,
+  type ScenarioCost,
   type StageProfile,
 } from '../../bench/cost-model';
 import { loadPriceBook, parsePriceBook, PriceBookError } from '../../bench/cost-prices';
@@ -66,6 +67,15 @@ const MEASURED: Measured = {
 };
 
 const STAGE: StageProfile = { name: 'prod', gatewayMemoryMb: 1024, workerMemoryMb: 512, logRetentionDays: 180, usageRetentionDays: 400 };
+
+/** Each component is the sum of its lines, and the total the sum of the components. */
+function expectAddsUp(cost: ScenarioCost): void {
+  for (const c of COMPONENTS) {
+    const mine = (Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c);
+    expect(cost.components[c].toString()).toBe(Exact.sum(mine.map((l) => cost.lines[l])).toString());
+  }
+  expect(cost.total.toString()).toBe(Exact.sum(COMPONENTS.map((c) => cost.components[c])).toString());
+}
 
 function scenario(over: Partial<Scenario>): Scenario {
   return { name: 't', stage: STAGE, compute: 'on-demand', memoryMb: 128, replySeconds: 5, requestsPerSecond: 100, ...over };
@@ -287,11 +297,7 @@ describe('scenarioCost', () => {
   });
 
   it('puts every line in one component, and the components add up to the total', () => {
-    for (const c of COMPONENTS) {
-      const mine = (Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c);
-      expect(onDemand128.components[c].toString()).toBe(Exact.sum(mine.map((l) => onDemand128.lines[l])).toString());
-    }
-    expect(onDemand128.total.toString()).toBe(Exact.sum(COMPONENTS.map((c) => onDemand128.components[c])).toString());
+    expectAddsUp(onDemand128);
   });
 
   it('bills managed instances by the instance, not by the second, and adds the 15% fee and the NAT', () => {
@@ -596,11 +602,7 @@ describe('two regions', () => {
   });
 
   it('adds up: the components are the lines, the total the components', () => {
-    for (const c of COMPONENTS) {
-      const mine = (Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c);
-      expect(two.components[c].toString()).toBe(Exact.sum(mine.map((l) => two.lines[l])).toString());
-    }
-    expect(two.total.toString()).toBe(Exact.sum(COMPONENTS.map((c) => two.components[c])).toString());
+    expectAddsUp(two);
   });
 
   it("without the store map's replicated figures, bills the writing region's own units and a kilobyte each (an upper bound)", () => {

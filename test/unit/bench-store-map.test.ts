@@ -76,20 +76,21 @@ describe('DynamoDB sizes', () => {
   });
 });
 
+// A table of open holds with an ALL index (the layout before requests' rows), its keys-only twin, and its items.
+const holds: TableSchema = {
+  name: 'usage',
+  partitionKey: { name: 'holdId', type: 'S' },
+  indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
+  stream: false,
+};
+const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
+const key: WireItem = { holdId: { S: 'req_1' } };
+const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
+const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
+const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
+
 describe('keyWrites: the table and its indexes, from the schema', () => {
-  // A table of open holds with an ALL index (the layout before requests' rows), and its keys-only twin.
-  const holds: TableSchema = {
-    name: 'usage',
-    partitionKey: { name: 'holdId', type: 'S' },
-    indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
-    stream: false,
-  };
-  const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
   const ledger: TableSchema = { name: 'ledger', partitionKey: { name: 'pk', type: 'S' }, sortKey: { name: 'sk', type: 'S' }, indexes: [], stream: false };
-  const key: WireItem = { holdId: { S: 'req_1' } };
-  const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
-  const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
-  const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
   const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'usage', transactional: true, key, workspaces: ['ws_a'], ...over });
   const brief = (ws: readonly KeyWrite[]): [string, number][] => ws.map((w) => [w.partition, w.units]);
 
@@ -393,17 +394,6 @@ describe('itemSizes: what a load wrote, by kind of item', () => {
 });
 
 describe('replicated writes: what a second region is billed for a write (global tables)', () => {
-  const holds: TableSchema = {
-    name: 'usage',
-    partitionKey: { name: 'holdId', type: 'S' },
-    indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
-    stream: false,
-  };
-  const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
-  const key: WireItem = { holdId: { S: 'req_1' } };
-  const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
-  const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
-  const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
   const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'usage', transactional: true, key, workspaces: ['ws_a'], ...over });
 
   it.each<[string, ItemWrite, TableSchema, { units: number; upperBoundUnits: number; indexUnits: number; bytes: number }]>([
