@@ -586,7 +586,8 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   }
 
   // --- Two regions or more (docs/regions.md, docs/cost.md "Two regions") ---------------------------
-  let replication: ScenarioCost['replication'];
+  /** Per request in each other region: replicated units, the same with a transaction's copy doubled, bytes; and what doubling would add, USD per million. */
+  let replicated: { writeUnits: Exact; upperBoundWriteUnits: Exact; bytes: Exact; doubledExtraUsd: Exact } | undefined;
   if (others > 0) {
     // What each other region is billed for the writes replicated to it: the store map's figures,
     // else the writing region's own units (an upper bound: a transaction's writes counted doubled)
@@ -627,8 +628,12 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     const writtenEverywhere = price('dynamoWriteUnit').add(O.mul(price('dynamoReplicatedWriteUnit')));
     const heartbeatsPerMonth = E(a.secondsPerMonth).div(E(a.heartbeatEverySeconds));
     lines.frontDoorWrites = perMillionOfMonthly(probesPerMonth.mul(E(a.probeWriteUnits)).add(heartbeatsPerMonth.mul(E(a.heartbeatWriteUnits))).mul(writtenEverywhere));
-    const doubledExtra = gwRep.upperBoundWriteUnits.sub(gwRep.writeUnits).add(aggRep.upperBoundWriteUnits).sub(aggRep.writeUnits).mul(O).mul(price('dynamoReplicatedWriteUnit')).mul(MILLION);
-    replication = { writeUnits: gwRep.writeUnits.add(aggRep.writeUnits), upperBoundWriteUnits: gwRep.upperBoundWriteUnits.add(aggRep.upperBoundWriteUnits), bytes: gwRep.bytes.add(aggRep.bytes), upperBoundTotal: doubledExtra };
+    replicated = {
+      writeUnits: gwRep.writeUnits.add(aggRep.writeUnits),
+      upperBoundWriteUnits: gwRep.upperBoundWriteUnits.add(aggRep.upperBoundWriteUnits),
+      bytes: gwRep.bytes.add(aggRep.bytes),
+      doubledExtraUsd: gwRep.upperBoundWriteUnits.sub(gwRep.writeUnits).add(aggRep.upperBoundWriteUnits).sub(aggRep.writeUnits).mul(O).mul(price('dynamoReplicatedWriteUnit')).mul(MILLION),
+    };
   }
 
   const components = Object.fromEntries(COMPONENTS.map((c) => [c, Exact.sum((Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c).map((l) => lines[l]))])) as Record<Component, Exact>;
@@ -643,7 +648,9 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     gatewayBilledMs: billedMs,
     ...(fleet === undefined ? {} : { fleet }),
     regions,
-    ...(replication === undefined ? {} : { replication: { ...replication, upperBoundTotal: total.add(replication.upperBoundTotal) } }),
+    ...(replicated === undefined
+      ? {}
+      : { replication: { writeUnits: replicated.writeUnits, upperBoundWriteUnits: replicated.upperBoundWriteUnits, bytes: replicated.bytes, upperBoundTotal: total.add(replicated.doubledExtraUsd) } }),
   };
 }
 
