@@ -43,7 +43,7 @@ export const GOAL_REPLY_SECONDS = 5;
 export const ON_DEMAND_GOAL_USD = 20;
 export const MANAGED_GOAL_RATE = 50;
 export const MANAGED_GOAL_USD = 10;
-/** The two-region scenarios (docs/cost.md "Two regions"): prod's on-demand rates, each stage at the goal's, managed at its goal rate. */
+/** The region count of the two-region scenarios (`regionScenarios`, docs/cost.md "Two regions"). */
 export const TWO_REGIONS = 2;
 
 /** A goal, judged. */
