@@ -298,6 +298,18 @@ describe('DynamoWire retries and errors', () => {
     }
   });
 
+  it('refuses a header value with a line break (a session token read from outside) before sending anything', async () => {
+    const stub = await scripted([json(200, {})]);
+    const wire = new DynamoWire({ endpoint: stub.url, region: 'local', credentials: () => Promise.resolve({ accessKeyId: 'a', secretAccessKey: 'b', sessionToken: 'tok\r\nx-injected: 1' }) });
+    try {
+      await expect(wire.send(get)).rejects.toBeInstanceOf(TypeError);
+      expect(stub.seen).toHaveLength(0);
+    } finally {
+      wire.destroy();
+      await stub.close();
+    }
+  });
+
   it('ends an attempt that gets no answer, and tries again', async () => {
     const stub = await scripted([() => undefined, json(200, {})]);
     const wire = wireOn(stub.url, { attemptTimeoutMs: 200 });
