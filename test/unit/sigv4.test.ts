@@ -4,34 +4,10 @@
  * equal, over generated bodies, times, regions, hosts, targets and credentials, with one signer
  * reused throughout so its cached signing key is exercised across days and secrets.
  */
-import { createHash, createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { NodeSha256 } from '../support/node-sha256';
 import { DynamoSigner, amzDate, canonicalValue } from '../../lambdas/adapters/sigv4';
-
-type SourceData = string | ArrayBuffer | ArrayBufferView;
-const bytes = (data: SourceData): string | Buffer =>
-  typeof data === 'string' ? data : data instanceof ArrayBuffer ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-
-/** node:crypto behind the hash interface the SDK's signer takes. */
-class NodeSha256 {
-  private hash;
-  constructor(private readonly secret?: SourceData) {
-    this.hash = this.fresh();
-  }
-  private fresh(): ReturnType<typeof createHash> | ReturnType<typeof createHmac> {
-    return this.secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(this.secret));
-  }
-  update(data: SourceData): void {
-    this.hash.update(bytes(data));
-  }
-  digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.hash.digest()));
-  }
-  reset(): void {
-    this.hash = this.fresh();
-  }
-}
 
 const CONTENT_TYPE = 'application/x-amz-json-1.0';
 
