@@ -39,6 +39,7 @@ import { chunkGaps } from './phases/chunk-gaps';
 import { nonStreamedLatency } from './phases/latency';
 import { quietControls } from './phases/quiet-controls';
 import { requestCpu } from './phases/request-cpu';
+import { fixedPerStream, streamCpu } from './phases/stream-cpu';
 import { sdkControls } from './phases/sdk-controls';
 import { throughputPhase } from './phases/throughput';
 import { roundTripsOnly } from './phases/round-trips';
@@ -65,6 +66,7 @@ async function main(): Promise<void> {
     await warmUp(stack, plan);
     const latency = await nonStreamedLatency(stack, plan);
     const reqCpu = await requestCpu(stack, plan);
+    const seqStreams = await streamCpu(stack, plan);
     const throughput = await throughputPhase(stack, plan);
     const ttfb = await streamTtfb(stack, plan);
     const gaps = await chunkGaps(stack, plan);
@@ -100,6 +102,13 @@ async function main(): Promise<void> {
         own: quiet.own,
         perChunkBusyUs: chunk.busy.gateway.perChunkUs,
         relayPerChunkBusyUs: chunk.busy.relay.perChunkUs,
+        fixedPerStreamUs: chunk.busy.gateway.perStreamFixedUs,
+        relayFixedPerStreamUs: chunk.busy.relay.perStreamFixedUs,
+        sequentialStream: {
+          ...seqStreams,
+          fixedUs: fixedPerStream(seqStreams.perStreamUs, seqStreams.framesPerStream, chunk.busy.gateway.perChunkUs),
+          relayFixedUs: fixedPerStream(seqStreams.relayPerStreamUs, seqStreams.relayFramesPerStream, chunk.busy.relay.perChunkUs),
+        },
         busy: chunk.busy,
         perChunkPacedSequentialUs: chunk.perChunkPacedSequentialUs,
         relayPerChunkPacedSequentialUs: chunk.relayPerChunkPacedSequentialUs,
