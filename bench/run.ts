@@ -20,6 +20,9 @@
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
+ *   npx tsx bench/cpu-breakdown.ts where a request's and a stream's CPU go, by part of the
+ *                                  request path, with allocations (and instructions under
+ *                                  callgrind): the A/B tool for CPU per request (docs/bench.md)
  *
  * Every figure is skewed by whatever else the machine runs: the load average is reported.
  *
