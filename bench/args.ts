@@ -39,6 +39,12 @@ export interface Plan {
    */
   readonly quietStreamSeconds: number;
   readonly quietGapMs: number;
+  /**
+   * The CPU share (`cpu-share.ts`): the memory sizes measured (each stage's own are added), and
+   * at each, the rounds of the non-streamed latency and first-byte phases, the paced streams of
+   * the chunk-gap phase and the sequential requests of the CPU figure.
+   */
+  readonly cpuShare: { readonly memoryMb: readonly number[]; readonly latencyIterations: number; readonly ttfbStreams: number; readonly gapStreams: number; readonly cpuRequests: number };
 }
 
 export const FULL: Plan = {
@@ -64,6 +70,7 @@ export const FULL: Plan = {
   ownRequests: 20_000,
   quietStreamSeconds: 150,
   quietGapMs: 250,
+  cpuShare: { memoryMb: [128, 256, 512, 1_024], latencyIterations: 300, ttfbStreams: 100, gapStreams: 10, cpuRequests: 200 },
 };
 
 export const QUICK: Plan = {
@@ -84,6 +91,7 @@ export const QUICK: Plan = {
   wakeups: 200,
   ownRequests: 5_000,
   quietStreamSeconds: 70,
+  cpuShare: { memoryMb: [128], latencyIterations: 60, ttfbStreams: 20, gapStreams: 3, cpuRequests: 40 },
 };
 
 /** What the command line asked for. */
@@ -98,6 +106,12 @@ export interface Options {
   readonly roundTripsOnly: boolean;
   /** Only the busy per-chunk CPU (gateway and bare relay, alternately) and the 100 MiB stream (`phases/chunk-cpu.ts`). */
   readonly chunkCpuOnly: boolean;
+  /** Only Lambda's CPU share emulated (`cpu-share.ts`), then the cost model. */
+  readonly cpuShareOnly: boolean;
+  /** Leave the CPU share out of a run. */
+  readonly noCpuShare: boolean;
+  /** Only the cost model, from the last bench.json (`cost.ts`). */
+  readonly costOnly: boolean;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -112,6 +126,9 @@ export function parseArgs(argv: readonly string[]): Options {
         'no-store-map': { type: 'boolean', default: false },
         'round-trips-only': { type: 'boolean', default: false },
         'chunk-cpu-only': { type: 'boolean', default: false },
+        'cpu-share-only': { type: 'boolean', default: false },
+        'no-cpu-share': { type: 'boolean', default: false },
+        'cost-only': { type: 'boolean', default: false },
       },
       strict: true,
       allowPositionals: false,
@@ -123,8 +140,11 @@ export function parseArgs(argv: readonly string[]): Options {
       noStoreMap: values['no-store-map'] === true,
       roundTripsOnly: values['round-trips-only'] === true,
       chunkCpuOnly: values['chunk-cpu-only'] === true,
+      cpuShareOnly: values['cpu-share-only'] === true,
+      noCpuShare: values['no-cpu-share'] === true,
+      costOnly: values['cost-only'] === true,
     };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only)`);
   }
 }

@@ -20,12 +20,15 @@ async function main(): Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   let inflight = 0;
   let served = 0;
+  /** `idle` calls waiting for the last request to end. */
+  const idleWaiters: number[] = [];
 
   const server = http.createServer({ noDelay: true }, (req, res) => {
     inflight += 1;
     const done = (): void => {
       inflight -= 1;
       served += 1;
+      if (inflight === 0) for (const id of idleWaiters.splice(0)) send({ type: 'stats', id, stats: stats() });
     };
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -89,6 +92,10 @@ async function main(): Promise<void> {
         return;
       case 'samples':
         send({ type: 'samples', id: raw.id, samples: [] });
+        return;
+      case 'idle':
+        if (inflight === 0) send({ type: 'stats', id: raw.id, stats: stats() });
+        else idleWaiters.push(raw.id);
         return;
       case 'stop':
         server.close();

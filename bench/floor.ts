@@ -22,8 +22,8 @@ interface Undo {
 const LIMITS: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 5_000_000_000, keyRatePerMinute: 100_000_000 };
 
 /** The ledger's three tables under the benchmark's prefix. */
-export function benchTables(): { ledger: string; holds: string; usage: string } {
-  return { ledger: tableName(TABLE_PREFIX, 'ledger'), holds: tableName(TABLE_PREFIX, 'holds'), usage: tableName(TABLE_PREFIX, 'usage') };
+export function benchTables(): { ledger: string; usage: string } {
+  return { ledger: tableName(TABLE_PREFIX, 'ledger'), usage: tableName(TABLE_PREFIX, 'usage') };
 }
 
 /** The floor's ledger over DynamoWire, and the samples it keeps per phase. */

@@ -84,6 +84,8 @@ async function main(): Promise<void> {
   };
   let inflight = 0;
   let served = 0;
+  /** `idle` calls waiting for the last invocation to end. */
+  const idleWaiters: number[] = [];
 
   const handler = runtime.streamifyResponse(async (event: APIGatewayProxyEventV2, responseStream: Writable, context: Context) => {
     inflight += 1;
@@ -132,6 +134,7 @@ async function main(): Promise<void> {
     } finally {
       inflight -= 1;
       served += 1;
+      if (inflight === 0) for (const id of idleWaiters.splice(0)) send({ type: 'stats', id, stats: stats() });
       if (recording && ledgerBefore >= 0) {
         mark('done');
         const total = trips.ledger - ledger0 + lookups() - lookups0;
@@ -226,6 +229,10 @@ async function main(): Promise<void> {
       case 'gc':
         (globalThis as { gc?: () => void }).gc?.();
         send({ type: 'ok', id: raw.id });
+        return;
+      case 'idle':
+        if (inflight === 0) send({ type: 'stats', id: raw.id, stats: stats() });
+        else idleWaiters.push(raw.id);
         return;
       case 'stop':
         void stop().finally(() => {

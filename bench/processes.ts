@@ -95,8 +95,9 @@ export class GatewayProcess {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   readonly stderr = new Tail();
-  /** Lines the gateway wrote to stdout (its EMF telemetry), drained so it never blocks. */
+  /** Lines and bytes the gateway wrote to stdout (its EMF telemetry), drained so it never blocks. */
   logLines = 0;
+  logBytes = 0;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -111,8 +112,10 @@ export class GatewayProcess {
     const child = fork(bundle, [], { env, execArgv: [...execArgv], stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
     const stderr = new Tail();
     let lines = 0;
+    let bytes = 0;
     child.stderr?.on('data', (c: Buffer) => stderr.push(c));
     child.stdout?.on('data', (c: Buffer) => {
+      bytes += c.length;
       for (let i = c.indexOf(10); i !== -1; i = c.indexOf(10, i + 1)) lines += 1;
     });
     const url = await new Promise<string>((resolve, reject) => {
@@ -142,9 +145,11 @@ export class GatewayProcess {
     child.stderr?.on('data', (c: Buffer) => gw.stderr.push(c));
     child.stdout?.removeAllListeners('data');
     child.stdout?.on('data', (c: Buffer) => {
+      gw.logBytes += c.length;
       for (let i = c.indexOf(10); i !== -1; i = c.indexOf(10, i + 1)) gw.logLines += 1;
     });
     gw.logLines = lines;
+    gw.logBytes = bytes;
     child.on('message', (m: FromGateway) => gw.onMessage(m));
     child.once('exit', (code, signal) => {
       for (const p of gw.pending.values()) {
@@ -206,15 +211,17 @@ export class GatewayProcess {
     await this.call((id) => ({ type: 'gc', id }));
   }
 
-  /** Waits until no invocation runs (settlements done); returns the stats then. */
+  /**
+   * Waits until no invocation runs (settlements done); returns the stats then. The process
+   * answers when its last invocation ends, so waiting costs it no polling (which would eat a CPU
+   * cap's quota).
+   */
   async idle(timeoutMs = 30_000): Promise<GatewayStats> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const s = await this.stats();
-      if (s.inflight === 0) return s;
-      if (Date.now() > deadline) throw new Error(`the gateway still had ${s.inflight} invocations running after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 1));
-    }
+    const m = await this.call((id) => ({ type: 'idle', id }), timeoutMs).catch((err: unknown) => {
+      throw new Error(`the gateway still had invocations running after ${timeoutMs} ms (${err instanceof Error ? err.message : String(err)})`);
+    });
+    if (m.type !== 'stats') throw new Error(`unexpected IPC answer ${m.type}`);
+    return m.stats;
   }
 
   /** Asks the process to close its server and exit (so a CPU profile is written), then ends it by PID if needed. */

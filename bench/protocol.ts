@@ -92,6 +92,8 @@ export type ToGateway =
   | { readonly type: 'samples'; readonly id: number }
   | { readonly type: 'peak'; readonly id: number; readonly on: boolean }
   | { readonly type: 'gc'; readonly id: number }
+  /** Answered with `stats` once no invocation runs (at once if none does): waiting costs the process no polling. */
+  | { readonly type: 'idle'; readonly id: number }
   | { readonly type: 'stop'; readonly id: number };
 
 export type FromGateway =

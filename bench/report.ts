@@ -6,6 +6,7 @@
 import type { Options, Plan } from './args';
 import type { Bundles, InitResult } from './bundle';
 import type { BusyChunkCpu } from './chunk-cpu';
+import type { CostInputs } from './cost-inputs';
 import type { Timing } from './load';
 import type { OwnCpu } from './own-cpu';
 import type { StreamCpu } from './phases/stream-cpu';
@@ -232,6 +233,8 @@ export interface RunFigures {
   readonly phases: { readonly nonStreamed: PhaseReport; readonly streamed: PhaseReport };
   readonly big: BigStream;
   readonly gatewayLogLines: number;
+  /** What the cost model measures on the running stack (`phases/cost-measures.ts`). */
+  readonly costInputs: CostInputs;
   readonly elapsedS: number;
   readonly loadAverageStart: number;
   readonly profile?: ProfileSummary;
@@ -271,6 +274,8 @@ export interface Results {
   readonly bigStream: BigStream;
   readonly bundle: { readonly handlerBytes: number; readonly sourceMapBytes: number; readonly moduleInit: InitResult };
   readonly gatewayLogLines: number;
+  /** The cost model's measured inputs (`cost-inputs.ts` reads them back). */
+  readonly costInputs: CostInputs;
   readonly targets: readonly TargetResult[];
   /** With `--profile`: where the gateway process's time went. */
   readonly profile?: ProfileSummary;

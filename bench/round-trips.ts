@@ -104,12 +104,12 @@ export function callName(c: Pick<TripCall, 'op' | 'outcome'>): string {
 
 /**
  * Wraps the `send` of each client in place and returns the live counts. `tablePrefix` names the
- * stage's tables, so `<prefix>ledger`, `<prefix>holds` and `<prefix>usage` count as the ledger.
+ * stage's tables, so `<prefix>ledger` and `<prefix>usage` count as the ledger.
  * With `log`, each call made while `log.keep` is on is added to `log.calls`.
  */
 export function countRoundTrips(clients: readonly object[], tablePrefix: string, log: TripLog = { keep: false, calls: [] }): TripCounts {
   const counts: TripCounts = { ledger: 0, lookups: 0 };
-  const ledgerTables = new Set(['ledger', 'holds', 'usage'].map((name) => `${tablePrefix}${name}`));
+  const ledgerTables = new Set(['ledger', 'usage'].map((name) => `${tablePrefix}${name}`));
   for (const client of clients as Sender[]) {
     const send = client.send.bind(client);
     client.send = (command, ...rest) => {

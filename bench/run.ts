@@ -8,8 +8,9 @@
  * turn too. Every phase is bounded by a count or a duration; the run stops by itself and stops
  * what it started, by PID (a watchdog ends it after 9 minutes whatever happens).
  *
- *   npm run bench                  full run (about 2.5 minutes on 2 cores)
- *   npm run bench -- --quick       a short smoke run (under a minute)
+ *   npm run bench                  full run (its main phases about 2.5 minutes on 2 cores, then the
+ *                                  store map, the CPU share and the cost model)
+ *   npm run bench -- --quick       a short smoke run of every part (its main phases under a minute)
  *   npm run bench -- --store-map-only   only the store write map (`store-map.ts`), which a
  *                                  full run also makes at its end (`--no-store-map` to skip it)
  *   npm run bench -- --round-trips-only   only the warm-up and the two phases that count store
@@ -20,13 +21,20 @@
  *   npm run bench -- --profile     also profiles the gateway (node --cpu-prof) and prints where
  *                                  its time went by source module; the profiler's own cost
  *                                  inflates that run's CPU figures
+ *   npm run bench -- --cpu-share-only   only Lambda's CPU share emulated (`cpu-share.ts`: the
+ *                                  gateway in a cgroup capped at each memory size's share),
+ *                                  which a full run also makes after the store map
+ *                                  (`--no-cpu-share` to skip it), then the cost model
+ *   npm run bench -- --cost-only   only the cost model (`cost.ts`), from the last bench.json,
+ *                                  which every run ends with
  *   npx tsx bench/cpu-breakdown.ts where a request's and a stream's CPU go, by part of the
  *                                  request path, with allocations (and instructions under
  *                                  callgrind): the A/B tool for CPU per request (docs/bench.md)
  *
  * Every figure is skewed by whatever else the machine runs: the load average is reported.
  *
- * Output: a table on stdout, `bench-results/bench.json`, `bench-results/latency.svg`.
+ * Output: tables on stdout, `bench-results/bench.json`, `bench-results/latency.svg`,
+ * `bench-results/cost.svg`.
  *
  * Cut: `args.ts` (the plans and the command line), `stack.ts` (the processes, the seeding, the
  * watchdog) and `floor.ts` (the floor's transaction), one module per phase under `phases/`, in
@@ -39,6 +47,7 @@ import { FULL, QUICK, parseArgs } from './args';
 import { bigStream } from './phases/big-stream';
 import { chunkCpu, chunkCpuOnly } from './phases/chunk-cpu';
 import { chunkGaps } from './phases/chunk-gaps';
+import { costMeasures } from './phases/cost-measures';
 import { nonStreamedLatency } from './phases/latency';
 import { quietControls } from './phases/quiet-controls';
 import { requestCpu } from './phases/request-cpu';
@@ -49,6 +58,8 @@ import { roundTripsOnly } from './phases/round-trips';
 import { streamTtfb } from './phases/ttfb';
 import { warmUp } from './phases/warm-up';
 import { buildResults } from './report-targets';
+import { costMain } from './cost';
+import { cpuShareMain } from './cpu-share';
 import { guardRun, log, startStack } from './stack';
 import { summarize } from './stats';
 import { storeMapMain } from './store-map';
@@ -76,6 +87,7 @@ async function main(): Promise<void> {
     const chunk = await chunkCpu(stack, plan, gaps);
     const big = await bigStream(stack, plan, gaps.counts.gateway, reqCpu.perRequestUs);
     const sdk = await sdkControls(stack, plan);
+    const costInputs = await costMeasures(stack, latency.trips);
 
     // Stop the stack, then the controls and the bundle's module init on a quieter machine.
     const gatewayLogLines = stack.gw.logLines;
@@ -130,6 +142,7 @@ async function main(): Promise<void> {
       phases: { nonStreamed: latency.phases, streamed: ttfb.phases },
       big,
       gatewayLogLines,
+      costInputs,
       elapsedS: (performance.now() - started) / 1000,
       loadAverageStart,
       ...(quiet.profile === undefined ? {} : { profile: quiet.profile }),
@@ -145,16 +158,39 @@ async function main(): Promise<void> {
     log(`wrote bench-results/bench.json and bench-results/latency.svg in ${Math.round((performance.now() - started) / 1000)} s`);
     if (options.profile) log('gateway CPU profile in bench-results/profile/');
   } finally {
-    run.disarm();
     await run.cleanup.run();
+    run.disarm();
   }
 }
 
-// The store write map (`store-map.ts`) runs after the rest, on a stack of its own, and merges its
-// figures into bench.json; `--store-map-only` runs it alone, `--no-store-map` leaves it out.
-const options = parseArgs(process.argv.slice(2));
-const benchArgs = process.argv.slice(2);
-(options.chunkCpuOnly ? chunkCpuOnly(options) : options.storeMapOnly ? storeMapMain(benchArgs) : main().then(() => (options.noStoreMap || options.roundTripsOnly ? undefined : storeMapMain(benchArgs)))).then(
+/**
+ * The parts of a run, each on a stack of its own, in order: the main phases (bench.json written
+ * afresh), the store write map (`store-map.ts`), Lambda's CPU share (`cpu-share.ts`), then the
+ * cost model (`cost.ts`) from what they wrote. Each merges its figures into bench.json.
+ */
+async function everything(): Promise<void> {
+  const options = parseArgs(process.argv.slice(2));
+  const benchArgs = process.argv.slice(2);
+  const plan = options.quick ? QUICK : FULL;
+  if (options.chunkCpuOnly) return chunkCpuOnly(options);
+  if (options.storeMapOnly) return storeMapMain(benchArgs);
+  if (options.costOnly) {
+    await costMain(options, !options.noStoreMap);
+    return;
+  }
+  if (options.cpuShareOnly) {
+    await cpuShareMain(options, plan);
+    await costMain(options, false);
+    return;
+  }
+  await main();
+  if (options.roundTripsOnly) return;
+  if (!options.noStoreMap) await storeMapMain(benchArgs);
+  if (!options.noCpuShare) await cpuShareMain(options, plan);
+  await costMain(options, false);
+}
+
+everything().then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -52,27 +52,48 @@ export class Cleanup {
   }
 }
 
-/** A run's cleanup, run on SIGINT/SIGTERM and by the watchdog; `disarm` ends the watchdog. */
+/**
+ * A run's cleanup, run on SIGINT/SIGTERM and by the watchdog; `disarm` ends the watchdog and lets
+ * go of the signals (call it once the cleanup has run, so a later part of the run can arm its own).
+ */
 export interface RunGuard {
   readonly cleanup: Cleanup;
   disarm(): void;
 }
 
 /** Arms the signals and the watchdog before anything is started, so nothing outlives the run. */
-export function guardRun(): RunGuard {
+export function guardRun(watchdogMs = WATCHDOG_MS): RunGuard {
   const cleanup = new Cleanup();
+  let stopping = false;
+  // Kept for every signal, not once: a second Ctrl-C (or tsx relaying the first one again) must
+  // not end the process halfway through its cleanup. The watchdog still bounds the cleanup.
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      log(`${signal}: still stopping`);
+      return;
+    }
+    stopping = true;
     log(`${signal}: stopping`);
     void cleanup.run().finally(() => process.exit(130));
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const disarmSignals = (): void => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
   const watchdog = setTimeout(() => {
-    log(`the run exceeded ${WATCHDOG_MS / 1000} s: stopping`);
+    log(`the run exceeded ${watchdogMs / 1000} s: stopping`);
     void cleanup.run().finally(() => process.exit(2));
-  }, WATCHDOG_MS);
+  }, watchdogMs);
   watchdog.unref();
-  return { cleanup, disarm: () => clearTimeout(watchdog) };
+  return {
+    cleanup,
+    disarm: () => {
+      clearTimeout(watchdog);
+      disarmSignals();
+    },
+  };
 }
 
 /** The running stack every phase is handed. */

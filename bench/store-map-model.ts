@@ -13,11 +13,13 @@
  * - a write costs 1 unit per KB of the item, rounded up (at least 1); a `PutItem` or `UpdateItem`
  *   counts the larger of the item before and after, a `DeleteItem` the item deleted; inside a
  *   transaction every write costs double;
- * - a global secondary index (projection ALL) is written when the item has the index's keys
- *   before or after the write: one write when the index key stays, two (a delete and a put) when
- *   it moves; index writes cost 1 unit per KB (they are not transactional).
+ * - a global secondary index is written when the item has the index's keys before or after the
+ *   write: one write when the index key stays, two (a delete and a put) when it moves; index
+ *   writes cost 1 unit per KB of the entry (they are not transactional). An entry projecting ALL is
+ *   the whole item; a KEYS_ONLY entry is the index's and the table's keys, and is written only when
+ *   the item gains, loses or moves its index keys (a write that changes other attributes leaves it).
  */
-import { HOLDS_BY_EXPIRY, TABLES, type IndexSchema, type TableSchema } from '../lambdas/shared/schema';
+import { OPEN_BY_EXPIRY, TABLES, type IndexSchema, type TableSchema } from '../lambdas/shared/schema';
 import { EXPIRY_SHARDS, USAGE_SHARDS, allExpiryShards, allUsagePks, keyPk, monthPk, slicePk, windowKey } from '../lambdas/store/keys';
 import { ROLLUP_SHARDS, allRollupPks, rollupPk, type RollupPeriod } from '../lambdas/store/rollups';
 
@@ -75,7 +77,7 @@ export interface ItemWrite {
   /** Who wrote it: the gateway or the aggregator. */
   readonly source: string;
   readonly op: 'Put' | 'Update' | 'Delete' | 'ConditionCheck';
-  /** The table's schema name (`ledger`, `holds`, …). */
+  /** The table's schema name (`ledger`, `usage`, …). */
   readonly table: string;
   readonly transactional: boolean;
   /** The item's primary key. */
@@ -93,7 +95,7 @@ export interface ItemWrite {
 /** One partition key value (of a table or an index) and one item, written for some units. */
 export interface KeyWrite {
   readonly source: string;
-  /** `ledger`, or `holds/byExpiry` for an index. */
+  /** `ledger`, or `usage/byExpiryShard` for an index. */
   readonly target: string;
   /** `target pk=value`. */
   readonly partition: string;
@@ -136,18 +138,26 @@ export function keyWrites(w: ItemWrite, schema: TableSchema): KeyWrite[] {
   if (w.op === 'ConditionCheck') return out;
   for (const index of schema.indexes) {
     const target = `${schema.name}/${index.indexName}`;
+    const keysOnly = index.projection === 'KEYS_ONLY';
+    // What the index entry holds: the whole item, or only the index's and the table's keys.
+    const projected = (img: WireItem): WireItem => {
+      if (!keysOnly) return img;
+      const names = [schema.partitionKey, schema.sortKey, index.partitionKey, index.sortKey].filter((a): a is NonNullable<typeof a> => a !== undefined).map((a) => a.name);
+      return Object.fromEntries(names.filter((n) => img[n] !== undefined).map((n) => [n, img[n] as WireValue]));
+    };
     const entry = (img: WireItem): KeyWrite => ({
       source: w.source,
       target,
       partition: `${target} ${index.partitionKey.name}=${show(img[index.partitionKey.name])}`,
       item: `${target} ${base(w.key)}`,
-      units: writeUnits(itemSize(img), false),
+      units: writeUnits(itemSize(projected(img)), false),
       workspaces: w.workspaces,
     });
     const was = indexed(index, w.before) ? w.before : undefined;
     const is = indexed(index, w.after) ? w.after : undefined;
-    if (was !== undefined && is !== undefined && sameIndexKey(index, was, is)) out.push({ ...entry(is), units: writeUnits(Math.max(itemSize(was), itemSize(is)), false) });
-    else {
+    if (was !== undefined && is !== undefined && sameIndexKey(index, was, is)) {
+      if (!keysOnly) out.push({ ...entry(is), units: writeUnits(Math.max(itemSize(was), itemSize(is)), false) });
+    } else {
       if (was !== undefined) out.push(entry(was));
       if (is !== undefined) out.push(entry(is));
     }
@@ -227,14 +237,14 @@ export function ceilingOf(keys: readonly HotKey[]): number | null {
 
 /**
  * A key family: partition key values that differ only by a shard number the store derives from a
- * hash (the holds' expiry index shard, a workspace's usage partition, its escrow slice). DynamoDB
+ * hash (the open requests' expiry index shard, a workspace's usage partition, its escrow slice). DynamoDB
  * sees each value as its own key; the store spreads its writes over them by a hash of a fresh id,
  * so over a long run each value takes `1 / shards` of the family's units. A short run samples
  * that spread (192 holds over 256 shards put 3 on the busiest), so the family's ceiling is
  * modelled from its total, and the busiest value seen is kept beside it.
  */
 export interface KeyFamily {
-  /** How the family is shown: `holds/byExpiryShard expiryShard=X<0..255>`. */
+  /** How the family is shown: `usage/byExpiryShard expiryShard=X<0..255>`. */
   readonly name: string;
   /** Every partition key value of the family, as `KeyWrite.partition` spells it. */
   readonly partitions: readonly string[];
@@ -303,21 +313,20 @@ export function keyPartitions(workspaceId: string, keyId: string, slices: number
 
 /**
  * The store's hash-sharded key families, from its own key functions and shard counts (so the map
- * follows the layout): the holds' expiry index (`EXPIRY_SHARDS` values, from the hold id), each
+ * follows the layout): the open requests' expiry index (`EXPIRY_SHARDS` values, from the id), each
  * workspace's usage partitions (`USAGE_SHARDS`, from the request id), and each workspace's escrow
  * slices and their month shares (its slice count; the admission picks a slice by a hash of the
  * hold id, uniform, except a BYOK request's, which takes slice 0: the bench sends none).
  */
 export function storeFamilies(workspaces: readonly FamilyWorkspace[]): KeyFamily[] {
-  const holds = TABLES.holds;
-  const index = holds.indexes.find((i) => i.indexName === HOLDS_BY_EXPIRY);
+  const usage = TABLES.usage;
+  const index = usage.indexes.find((i) => i.indexName === OPEN_BY_EXPIRY);
   const out: KeyFamily[] = [];
   if (index !== undefined) {
-    const target = `${holds.name}/${index.indexName}`;
+    const target = `${usage.name}/${index.indexName}`;
     const attr = index.partitionKey.name;
     out.push({ name: partitionText(target, attr, `X<0..${EXPIRY_SHARDS - 1}>`), partitions: allExpiryShards().map((v) => partitionText(target, attr, v)) });
   }
-  const usage = TABLES.usage;
   const ledger = TABLES.ledger;
   for (const { workspaceId: ws, slices, keyIds } of workspaces) {
     out.push({ name: partitionText(usage.name, usage.partitionKey.name, `${ws}#U<0..${USAGE_SHARDS - 1}>`), partitions: allUsagePks(ws).map((v) => partitionText(usage.name, usage.partitionKey.name, v)) });
@@ -361,5 +370,107 @@ export function rollupFamilies(workspaces: readonly FamilyWorkspace[], periods: 
       out.push({ name: partitionText(rollups.name, rollups.partitionKey.name, `${rollupPk(workspaceId, period, periodId)}[#R<1..${ROLLUP_SHARDS - 1}>] (rollup shards)`), partitions });
     }
   }
+  return out;
+}
+
+/**
+ * Read units of one read of `bytes` (DynamoDB developer guide, "Read/write capacity mode"): 1 per
+ * 4 KB, rounded up (at least one step), for a strongly consistent read; half that eventually
+ * consistent; double inside a transaction (TransactGetItems). A GetItem or BatchGetItem rounds
+ * each item on its own (a missing item still costs one step); a Query or Scan rounds the total it
+ * read once.
+ */
+export function readUnits(bytes: number, kind: 'eventual' | 'strong' | 'transactional'): number {
+  const steps = Math.max(1, Math.ceil(bytes / 4096));
+  return steps * (kind === 'eventual' ? 0.5 : kind === 'strong' ? 1 : 2);
+}
+
+/** One read call, as the tap saw it. */
+export interface ReadCall {
+  readonly source: string;
+  /** `GetItem`, `BatchGetItem`, `TransactGetItems`, `Query`, `Scan`. */
+  readonly op: string;
+  /** Schema names of the tables read (`ledger`, `usage`, …). */
+  readonly tables: readonly string[];
+  readonly units: number;
+  /** Items the call returned. */
+  readonly items: number;
+}
+
+/**
+ * How the usage stream's event source mapping hands records to the aggregator, and what the
+ * traffic puts on the stream: what {@link rowsPerBatch} models a batch from.
+ */
+export interface StreamBatching {
+  /** The mapping's batch size (records read per invocation, at most). */
+  readonly batchSize: number;
+  /** Its batching window, seconds (0: Lambda polls each shard about 4 times a second and invokes with what it found). */
+  readonly windowSeconds: number;
+  /** Stream records each request puts on the usage table's stream. */
+  readonly recordsPerRequest: number;
+  /** Of those, how many reach the function (the mapping's filter drops the rest) and carry a row to add. */
+  readonly rowsPerRequest: number;
+  /** Stream shards the records spread over (one per table partition). */
+  readonly shards: number;
+  /** Polls per second and shard when there is no batching window. @default 4 */
+  readonly pollsPerSecond?: number;
+}
+
+/**
+ * The rows one aggregator invocation gets at `rps` requests per second, in steady state: each
+ * shard gathers `rps × recordsPerRequest / shards` records a second, for the batching window (or
+ * one poll's worth without one), up to the batch size. The batch size is taken to count records
+ * before the filter, which is the smaller (the conservative) reading of Lambda's documentation;
+ * at least one row.
+ */
+export function rowsPerBatch(rps: number, b: StreamBatching): number {
+  const perShard = (rps * b.recordsPerRequest) / Math.max(1, b.shards);
+  const gathered = b.windowSeconds > 0 ? perShard * b.windowSeconds : perShard / (b.pollsPerSecond ?? 4);
+  const records = Math.min(b.batchSize, gathered);
+  return Math.max(1, Math.round((records * b.rowsPerRequest) / Math.max(1, b.recordsPerRequest)));
+}
+
+/** The sizes of the items a load wrote, by kind of item. */
+export interface ItemSizes {
+  /** Writes of this kind of item. */
+  readonly writes: number;
+  /** The largest item (before or after a write), bytes, and the mean over the writes. */
+  readonly maxBytes: number;
+  readonly meanBytes: number;
+  /** Writes whose item was over 1 KB (each then costs 2 units or more, 4 in a transaction). */
+  readonly overOneKb: number;
+  /** Write units of these writes on the table (index entries not counted), in all. */
+  readonly units: number;
+}
+
+/**
+ * An item's kind, for {@link itemSizes}: its table and the leading part of its sort key
+ * (`ledger BALANCE`, `ledger MONTH`, `rollups KEY`), a time-led sort key as `<time>`, a table
+ * without one by its name.
+ */
+export function itemKind(w: Pick<ItemWrite, 'table' | 'key'>, schema: Pick<TableSchema, 'sortKey'>): string {
+  if (schema.sortKey === undefined) return w.table;
+  const sk = show(w.key[schema.sortKey.name]);
+  const head = sk.split('#')[0] ?? sk;
+  return `${w.table} ${/^\d/.test(head) ? '<time>' : head}`;
+}
+
+/** The sizes of every kind of item written, largest first. */
+export function itemSizes(writes: readonly ItemWrite[], schemaOf: (table: string) => Pick<TableSchema, 'sortKey'>): Record<string, ItemSizes> {
+  const by = new Map<string, { writes: number; max: number; total: number; over: number; units: number }>();
+  for (const w of writes) {
+    if (w.op === 'ConditionCheck') continue;
+    const size = Math.max(w.before === undefined ? 0 : itemSize(w.before), w.after === undefined ? 0 : itemSize(w.after));
+    const kind = itemKind(w, schemaOf(w.table));
+    const t = by.get(kind) ?? { writes: 0, max: 0, total: 0, over: 0, units: 0 };
+    t.writes += 1;
+    t.max = Math.max(t.max, size);
+    t.total += size;
+    t.units += w.reportedUnits ?? writeUnits(Math.max(size, itemSize(w.key)), w.transactional);
+    if (size > 1024) t.over += 1;
+    by.set(kind, t);
+  }
+  const out: Record<string, ItemSizes> = {};
+  for (const [kind, t] of [...by].sort((a, b) => b[1].max - a[1].max)) out[kind] = { writes: t.writes, maxBytes: t.max, meanBytes: t.total / Math.max(1, t.writes), overOneKb: t.over, units: t.units };
   return out;
 }

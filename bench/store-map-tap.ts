@@ -19,7 +19,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TABLES, type TableName, type TableSchema } from '../lambdas/shared/schema';
 import { cancelledForConflict, writeConflict, type ItemLocks } from './dynamo-conflicts';
-import { itemSize, writeUnits, type ItemWrite, type WireItem } from './store-map-model';
+import { itemSize, readUnits, writeUnits, type ItemWrite, type ReadCall, type WireItem } from './store-map-model';
 
 /** What the tap does with the calls it passes on. */
 export type TapMode = 'map' | 'count';
@@ -46,7 +46,10 @@ export interface CallCounts {
 }
 
 type Json = Record<string, unknown>;
+/** DynamoDB Local checks that a signature is present, not what it says. */
+const TAP_AUTH = 'AWS4-HMAC-SHA256 Credential=local/20260101/local/dynamodb/aws4_request, SignedHeaders=host, Signature=tap';
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteItems', 'BatchWriteItem']);
+const READS = new Set(['GetItem', 'BatchGetItem', 'TransactGetItems', 'Query', 'Scan']);
 const SINGLE_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
 
 interface PendingItem {
@@ -71,6 +74,7 @@ export class WriteTap {
   /** DynamoDB's transaction conflicts, when set (`dynamo-conflicts.ts`); DynamoDB Local alone has none. */
   locks: ItemLocks | undefined;
   private writes: ItemWrite[] = [];
+  private reads: ReadCall[] = [];
   private counts = WriteTap.emptyCounts();
   /** Last image of every item the tap saw written (or read), by table and key. */
   private readonly images = new Map<string, WireItem | null>();
@@ -90,6 +94,11 @@ export class WriteTap {
 
   private static emptyCounts(): CallCounts {
     return { calls: {}, cancelled: {}, conflicts: {}, conflictedReads: {}, conflictedWrites: {}, conflictItems: {}, errors: {}, reportedAgrees: 0, reportedDiffers: 0, differences: [] };
+  }
+
+  /** Makes a table the stack did not create under its prefix known to the tap (an aggregator's own rollups table, say). */
+  addTable(fullName: string, schema: TableSchema): void {
+    this.byName.set(fullName, schema);
   }
 
   /** Starts a listener for one source (`gateway`, `aggregator`); resolves to the endpoint to give it. */
@@ -116,10 +125,11 @@ export class WriteTap {
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
 
-  /** The writes and counts recorded since the last call, and a fresh start. */
-  take(): { writes: ItemWrite[]; counts: CallCounts } {
-    const out = { writes: this.writes, counts: this.counts };
+  /** The writes, reads and counts recorded since the last call, and a fresh start. */
+  take(): { writes: ItemWrite[]; reads: ReadCall[]; counts: CallCounts } {
+    const out = { writes: this.writes, reads: this.reads, counts: this.counts };
     this.writes = [];
+    this.reads = [];
     this.counts = WriteTap.emptyCounts();
     return out;
   }
@@ -143,6 +153,7 @@ export class WriteTap {
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'content-length' && k !== 'connection') headers[k] = v;
     const mapping = this.mode === 'map' && target.startsWith('DynamoDB_') && WRITES.has(op);
+    const reading = this.mode === 'map' && target.startsWith('DynamoDB_') && READS.has(op);
     let input: Json | undefined;
     let pending: PendingItem[] = [];
     let sent = body;
@@ -186,6 +197,7 @@ export class WriteTap {
     if (reply.status === 200) inc(this.counts.calls, `${source} ${op}`);
     else this.countFailure(source, op, reply.body);
     if (mapping && input !== undefined && reply.status === 200) await this.record(source, op, input, pending, JSON.parse(reply.body.toString('utf8') || '{}') as Json);
+    if (reading && reply.status === 200) await this.recordRead(source, op, JSON.parse(body.toString('utf8')) as Json, JSON.parse(reply.body.toString('utf8') || '{}') as Json);
     return reply;
   }
 
@@ -310,6 +322,88 @@ export class WriteTap {
     }
   }
 
+  /**
+   * A read call's units by DynamoDB's rules (`readUnits`): each item of a GetItem, BatchGetItem or
+   * TransactGetItems on its own, a Query or Scan on what it returned. An item read with a
+   * projection is sized whole (read back), as DynamoDB charges; a Query or Scan that filtered is
+   * charged on what it examined, which the tap reads back by running it again without the filter.
+   */
+  private async recordRead(source: string, op: string, input: Json, output: Json): Promise<void> {
+    const tables = new Set<string>();
+    let units = 0;
+    let items = 0;
+    const schemaOf = (tableName: unknown): TableSchema | undefined => this.byName.get(String(tableName ?? ''));
+    const whole = async (tableName: string, schema: TableSchema, item: WireItem | undefined, projected: boolean): Promise<number> => {
+      if (item === undefined) return 0;
+      if (!projected) return itemSize(item);
+      return itemSize((await this.read(tableName, pick(schema, item))) ?? item);
+    };
+    if (op === 'GetItem') {
+      const schema = schemaOf(input.TableName);
+      if (schema === undefined) return;
+      tables.add(schema.name);
+      const item = output.Item as WireItem | undefined;
+      items += item === undefined ? 0 : 1;
+      units += readUnits(await whole(String(input.TableName), schema, item, input.ProjectionExpression !== undefined), input.ConsistentRead === true ? 'strong' : 'eventual');
+    } else if (op === 'BatchGetItem') {
+      for (const [tableName, request] of Object.entries((input.RequestItems ?? {}) as Record<string, Json>)) {
+        const schema = schemaOf(tableName);
+        if (schema === undefined) continue;
+        tables.add(schema.name);
+        const kind = request.ConsistentRead === true ? 'strong' : 'eventual';
+        const got = ((output.Responses as Record<string, WireItem[]> | undefined)?.[tableName] ?? []) as WireItem[];
+        const unprocessed = (((output.UnprocessedKeys as Record<string, Json> | undefined)?.[tableName]?.Keys ?? []) as unknown[]).length;
+        const missing = Math.max(0, ((request.Keys ?? []) as unknown[]).length - got.length - unprocessed);
+        for (const item of got) units += readUnits(await whole(tableName, schema, item, request.ProjectionExpression !== undefined), kind);
+        units += missing * readUnits(0, kind);
+        items += got.length;
+      }
+    } else if (op === 'TransactGetItems') {
+      const gets = ((input.TransactItems ?? []) as Json[]).map((t) => (t.Get ?? {}) as Json);
+      const responses = (output.Responses ?? []) as Json[];
+      for (const [i, get] of gets.entries()) {
+        const schema = schemaOf(get.TableName);
+        if (schema === undefined) continue;
+        tables.add(schema.name);
+        const item = responses[i]?.Item as WireItem | undefined;
+        items += item === undefined ? 0 : 1;
+        units += readUnits(await whole(String(get.TableName), schema, item, get.ProjectionExpression !== undefined), 'transactional');
+      }
+    } else {
+      const schema = schemaOf(input.TableName);
+      if (schema === undefined) return;
+      tables.add(schema.name);
+      const returned = (output.Items ?? []) as WireItem[];
+      items += returned.length;
+      let examined = returned;
+      if (input.FilterExpression !== undefined || input.ProjectionExpression !== undefined || input.Select !== undefined) {
+        // What DynamoDB charges: every item the call examined, whole. Read again without filter or projection.
+        const { FilterExpression: _f, ProjectionExpression: _p, Select: _s, ...plain } = input;
+        const names = plain.ExpressionAttributeNames as Record<string, string> | undefined;
+        const values = plain.ExpressionAttributeValues as Record<string, unknown> | undefined;
+        const used = `${String(plain.KeyConditionExpression ?? '')}`;
+        const again = await this.post(
+          { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `DynamoDB_20120810.${op}`, authorization: TAP_AUTH },
+          Buffer.from(
+            JSON.stringify({
+              ...plain,
+              ...(names === undefined ? {} : { ExpressionAttributeNames: Object.fromEntries(Object.entries(names).filter(([k]) => used.includes(k))) }),
+              ...(values === undefined ? {} : { ExpressionAttributeValues: Object.fromEntries(Object.entries(values).filter(([k]) => used.includes(k))) }),
+              ...(output.Count !== undefined && typeof output.ScannedCount === 'number' ? { Limit: output.ScannedCount } : {}),
+            }),
+            'utf8',
+          ),
+        );
+        if (again.status === 200) examined = ((JSON.parse(again.body.toString('utf8')) as Json).Items ?? []) as WireItem[];
+      }
+      units += readUnits(
+        examined.reduce((sum, item) => sum + itemSize(item), 0),
+        input.ConsistentRead === true ? 'strong' : 'eventual',
+      );
+    }
+    if (tables.size > 0) this.reads.push({ source, op, tables: [...tables], units, items });
+  }
+
   private attribute(text: string): string[] {
     return this.workspaces.filter((ws) => text.includes(ws));
   }
@@ -317,7 +411,7 @@ export class WriteTap {
   /** A consistent read straight from DynamoDB Local (not through the tap, not recorded). */
   private async read(tableName: string, key: WireItem): Promise<WireItem | undefined> {
     const reply = await this.post(
-      { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': 'DynamoDB_20120810.GetItem', authorization: 'AWS4-HMAC-SHA256 Credential=local/20260101/local/dynamodb/aws4_request, SignedHeaders=host, Signature=tap' },
+      { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': 'DynamoDB_20120810.GetItem', authorization: TAP_AUTH },
       Buffer.from(JSON.stringify({ TableName: tableName, Key: key, ConsistentRead: true }), 'utf8'),
     );
     if (reply.status !== 200) return undefined;

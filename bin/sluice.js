@@ -7,8 +7,10 @@ if (process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED === undefined) 
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 }
 require('tsx/cjs');
-const { run } = require('../cli/main.ts');
+const { quietOnClosedPipe, run } = require('../cli/main.ts');
 
+// `sluice … | head`: a closed pipe ends the output quietly, as Unix tools do (see cli/main.ts).
+quietOnClosedPipe();
 run(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -11,6 +11,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { AmountFormatError, formatMoney, MICROS_PER_MINOR, parseAmount } from '../lambdas/core/money-format';
 import { ValidationError } from '../lambdas/store/directory-errors';
 import { parseInstant } from '../lambdas/store/directory-validate';
+import type { AuditEntryView } from '../lambdas/admin/views';
 import { apiPath, type AdminApi } from './api-client';
 import { INVITATION_COMMANDS } from './commands/invitations';
 import { SLICES_COMMAND } from './commands/slices';
@@ -98,6 +99,38 @@ function amountArg(values: Values, positional: string | undefined, what: string,
   if (raw === undefined) throw new ValidationError(`give the ${what} (e.g. 20.50, or --minor-units 2050)`);
   return amount(values, raw, what, opts);
 }
+
+/** An amount that must be above zero; the refusal names the option or argument (`what`). */
+function positive(minor: number, what: string, hint = ' (e.g. 20.50, or --minor-units 2050)'): number {
+  if (minor <= 0) throw new ValidationError(`${what} must be more than ${formatMoney(0)}${hint}`);
+  return minor;
+}
+
+/** An adjustment: a signed amount, never zero. */
+function nonZero(minor: number): number {
+  if (minor === 0) throw new ValidationError(`the adjustment cannot be ${formatMoney(0)}: give a signed amount, e.g. -5.00 or 12.50`);
+  return minor;
+}
+
+/**
+ * A secret read from stdin or the prompt, trimmed; refused when nothing came, naming the input
+ * (not the API's field) and how to give it.
+ */
+export function secretGiven(raw: string, example: string): string {
+  const secret = raw.trim();
+  if (secret === '') throw new ValidationError(`no key was read from stdin: pipe it in (\`${example}\`) or type it at the prompt`);
+  return secret;
+}
+
+/** `--limit`: how many entries, 1 to 1000 (what the management API serves in one answer). */
+function limitOption(values: Values): string | undefined {
+  const raw = str(values, 'limit');
+  if (raw !== undefined && (!/^\d{1,4}$/.test(raw) || Number(raw) < 1 || Number(raw) > 1000)) throw new ValidationError(`--limit is a whole number from 1 to 1000; got ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+/** The windows a key credit limit counts over. */
+const KEY_WINDOWS: readonly string[] = ['daily', 'weekly', 'monthly', 'never'];
 
 const money = (micros: number | null | undefined): string => (micros === null || micros === undefined ? 'none' : formatMoney(micros));
 const minorMoney = (minor: number): string => formatMoney(minor * MICROS_PER_MINOR);
@@ -353,7 +386,7 @@ export const COMMANDS: readonly Command[] = [
       const out = await api.call<{ lowCreditThresholdMicros: number | null }>({
         method: 'PUT',
         path: apiPath('workspaces', workspaceOf(v), 'low-credit'),
-        body: { amountMinor: raw === null ? null : amount(v, raw, '--threshold') },
+        body: { amountMinor: raw === null ? null : positive(amount(v, raw, '--threshold'), '--threshold', '; --clear stops the notice') },
       });
       return { json: out, human: [`low-credit notice below: ${money(out.lowCreditThresholdMicros)}`] };
     },
@@ -527,6 +560,8 @@ export const COMMANDS: readonly Command[] = [
     async run(api, v, p) {
       const raw = valueOrClear(p[0], v, 'a limit');
       if (raw === null && str(v, 'window') !== undefined) throw new ValidationError('--window goes with a limit, not with --clear');
+      const window = str(v, 'window');
+      if (window !== undefined && !KEY_WINDOWS.includes(window)) throw new ValidationError(`--window is ${KEY_WINDOWS.join(', ')}; got ${JSON.stringify(window)}`);
       const out = await api.call<{ keyId: string; creditLimitMicros: number | null; window: string | null }>({
         method: 'PUT',
         path: keyPath(v, 'limit'),
@@ -560,7 +595,7 @@ export const COMMANDS: readonly Command[] = [
   {
     group: 'key',
     action: 'rotate',
-    summary: 'mint a replacement and end the old key in one transaction; the new key is printed once',
+    summary: 'mint a replacement and end the old key in one transaction; the new key is printed once (an expired key is never renewed: revoke it instead)',
     usage: '--workspace <id> --key <keyId|visible> [--expires <ISO instant> | --no-expiry]',
     options: { ...WORKSPACE, key: { type: 'string' }, expires: { type: 'string' }, 'no-expiry': { type: 'boolean' } },
     positionals: [0, 0],
@@ -592,7 +627,7 @@ export const COMMANDS: readonly Command[] = [
       const out = await api.call<{ applied: boolean; entry: StatementEntry; balance: BalanceView }>({
         method: 'POST',
         path: apiPath('workspaces', workspaceOf(v), 'credit'),
-        body: { amountMinor: amountArg(v, p[0], 'credit'), ...(reference === undefined ? {} : { reference }) },
+        body: { amountMinor: positive(amountArg(v, p[0], 'credit'), 'the credit'), ...(reference === undefined ? {} : { reference }) },
       });
       const human = out.applied
         ? [`credited ${money(out.entry.amountMicros)}${reference === undefined ? '' : ` (reference ${reference})`}; available ${money(out.balance.availableMicros)}`]
@@ -611,7 +646,7 @@ export const COMMANDS: readonly Command[] = [
       const out = await api.call<{ entry: StatementEntry; balance: BalanceView }>({
         method: 'POST',
         path: apiPath('workspaces', workspaceOf(v), 'credit', 'adjust'),
-        body: { amountMinor: amountArg(v, p[0], 'adjustment', { signed: true }), reason: need(v, 'reason') },
+        body: { amountMinor: nonZero(amountArg(v, p[0], 'adjustment', { signed: true })), reason: need(v, 'reason') },
       });
       return { json: out, human: [`adjusted by ${money(out.entry.amountMicros)} (${out.entry.reason ?? ''}); available ${money(out.balance.availableMicros)}`] };
     },
@@ -627,7 +662,7 @@ export const COMMANDS: readonly Command[] = [
       const out = await api.call<{ entries: StatementEntry[] }>({
         method: 'GET',
         path: apiPath('workspaces', workspaceOf(v), 'credit', 'history'),
-        query: { limit: str(v, 'limit') },
+        query: { limit: limitOption(v) },
       });
       return tabular(
         out,
@@ -701,7 +736,7 @@ export const COMMANDS: readonly Command[] = [
     async run(api, v, p, io) {
       const provider = p[0] ?? '';
       const workspaceId = workspaceOf(v);
-      const apiKey = await io.readSecret(`${provider} key for ${workspaceId} (input hidden): `);
+      const apiKey = secretGiven(await io.readSecret(`${provider} key for ${workspaceId} (input hidden): `), `pass show ${provider} | sluice byok set ${provider} -w ${workspaceId}`);
       const out = await api.call<{ provider: string; secretName: string }>({ method: 'PUT', path: apiPath('workspaces', workspaceId, 'byok', provider), body: { apiKey } });
       return { json: out, human: [`workspace ${workspaceId} now runs every ${out.provider} request on its own key (secret ${out.secretName})`] };
     },
@@ -738,15 +773,17 @@ export const COMMANDS: readonly Command[] = [
     options: { ...WORKSPACE, day: { type: 'string' }, limit: { type: 'string' } },
     positionals: [0, 0],
     async run(api, v) {
-      const out = await api.call<{ entries: { at: number; who: string; action: string; workspaceId: string | null; requestId: string; summary: Record<string, unknown> }[] }>({
+      const day = str(v, 'day');
+      if (day !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(day)) throw new ValidationError(`--day is a UTC date, yyyy-mm-dd; got ${JSON.stringify(day)}`);
+      const out = await api.call<{ entries: AuditEntryView[] }>({
         method: 'GET',
         path: '/audit',
-        query: { workspace: str(v, 'workspace'), day: str(v, 'day'), limit: str(v, 'limit') },
+        query: { workspace: str(v, 'workspace'), day, limit: limitOption(v) },
       });
       return tabular(
         out,
         ['when', 'who', 'action', 'workspace', 'request', 'summary'],
-        out.entries.map((e) => [iso(e.at), e.who, e.action, e.workspaceId, e.requestId, JSON.stringify(e.summary)]),
+        out.entries.map((e) => [e.at, e.who, e.action, e.workspaceId, e.requestId, JSON.stringify(e.summary)]),
         'no changes recorded',
       );
     },

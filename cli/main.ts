@@ -195,7 +195,24 @@ export function failWith(io: MainIo, json: boolean, err: unknown): number {
   return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
 }
 
+/**
+ * A reader that stops early (`sluice catalog list --json | head`) closes the pipe, and every
+ * later write fails with EPIPE, which Node raises as an uncaught error with a stack trace. Unix
+ * tools end quietly instead: so does `sluice`. The rest of its output is dropped and the command
+ * finishes what it was doing (a change is not cut in half), exiting with its own code.
+ */
+export function quietOnClosedPipe(streams: readonly NodeJS.WriteStream[] = [process.stdout, process.stderr]): void {
+  for (const stream of streams) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      // Writes after the first EPIPE find the stream destroyed: the same closed pipe.
+      if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') return;
+      throw err;
+    });
+  }
+}
+
 if (require.main === module) {
+  quietOnClosedPipe();
   void run(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
   });

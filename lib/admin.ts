@@ -40,7 +40,7 @@ export interface AdminApiProps {
  * Its role reaches only what the use cases need: read/write on workspaces, keys, ledger and
  * catalog (settings, keys, balance and statement, the catalog import); put, get and query on the
  * audit table (no update or delete: the trail is append-only); read on usage and rollups
- * (reports); nothing on holds; no table management; create, update, restore and delete of
+ * (reports; an open request's row there is a hold, which reads do not change); no table management; create, update, restore and delete of
  * secrets under the stage's BYOK and added-providers prefixes only, and no provider secret of the files.
  */
 export class AdminApi extends Construct {

@@ -4,6 +4,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 
@@ -17,7 +18,7 @@ export interface AggregatorProps {
   readonly rollupsTable: dynamodb.ITable;
   /**
    * Records per invocation.
-   * @default 100
+   * @default USAGE_STREAM_MAPPING.batchSize
    */
   readonly batchSize?: number;
   /**
@@ -38,7 +39,9 @@ export interface AggregatorProps {
 }
 
 /**
- * The aggregator: consumes the usage table's stream and writes daily and monthly rollups.
+ * The aggregator: consumes the usage table's stream and writes daily and monthly rollups, counting
+ * each request's row once, when it settles (`lambdas/aggregator/mapping.ts` describes the batching
+ * and the filter).
  *
  * A poison record must neither block its shard nor be retried forever: the mapping bisects a
  * failing batch, reports partial failures (`ReportBatchItemFailures`, so good records are not
@@ -78,14 +81,17 @@ export class Aggregator extends Construct {
       new DynamoEventSource(props.usageTable, {
         // Start from the oldest record so nothing written before the mapping exists is skipped.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
-        batchSize: props.batchSize ?? 100,
+        batchSize: props.batchSize ?? USAGE_STREAM_MAPPING.batchSize,
+        // Gathered up to a minute, so a batch's totals (written once per batch) are shared by many rows.
+        maxBatchingWindow: Duration.seconds(USAGE_STREAM_MAPPING.maxBatchingWindowSeconds),
         bisectBatchOnError: true,
         retryAttempts: props.retryAttempts ?? 5,
         maxRecordAge: props.maxRecordAge ?? Duration.hours(6),
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(this.deadLetterQueue),
-        // Only new rows are rolled up; TTL deletions of old usage rows (REMOVE) never invoke it.
-        filters: [lambda.FilterCriteria.filter({ eventName: lambda.FilterRule.isEqual('INSERT') })],
+        // Only a row's change to settled is rolled up (once per request); its open INSERT, a hold
+        // growing and TTL deletions (REMOVE) never invoke it. The same filter runs locally.
+        filters: USAGE_STREAM_FILTERS.map((pattern) => lambda.FilterCriteria.filter(pattern)),
       }),
     );
     props.rollupsTable.grantReadWriteData(this.fn);

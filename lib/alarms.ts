@@ -8,6 +8,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct, type IConstruct } from 'constructs';
 import { ERROR_CATALOG } from '../lambdas/core/errors';
+import { SETTLE_FAILED_EVENT } from '../lambdas/gateway/faults';
 import { ALL_TABLES } from '../lambdas/shared/schema';
 import { CODE_DIMENSION, METRIC_NAMESPACE, PROVIDER_DIMENSION, SLUICE_METRICS, STAGE_DIMENSION } from './dashboard';
 import type { StageSettings } from './stage';
@@ -141,7 +142,7 @@ export class SluiceAlarms extends Construct {
     // Failed settlements: the gateway and the sweeper log them by kind; a metric filter counts
     // the lines (a JSON filter cannot read console.error's prefixed lines, a term can).
     const failureSources: ReadonlyArray<[string, lambda.Function, string]> = [
-      ['Gateway', props.gateway, 'settle_failed'],
+      ['Gateway', props.gateway, SETTLE_FAILED_EVENT],
       ['Sweeper', props.sweeper, 'sweep_failed'],
     ];
     for (const [name, fn, term] of failureSources) {

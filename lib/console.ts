@@ -41,8 +41,8 @@ export interface ConsoleProps {
  * settings, routing profiles) and keys (create, revoke, rotate); read on ledger (balances and key
  * windows: the console adds no credit), usage and rollups (the usage pages) and catalog (models
  * and providers a profile or bring-your-own key names); `PutItem` on the audit table only (every
- * change leaves one record, and the console never rewrites or reads the trail); nothing on holds;
- * no table management; create, update, restore and delete of secrets under the stage's BYOK prefix
+ * change leaves one record, and the console never rewrites or reads the trail); no write to usage
+ * (an open request's row there is a hold); no table management; create, update, restore and delete of secrets under the stage's BYOK prefix
  * and no read of any secret (a key once set is never shown).
  */
 export class Console extends Construct {

@@ -68,6 +68,12 @@ export interface SluiceDashboardProps {
   readonly deadLetterQueue: sqs.IQueue;
   /** Full names of the stage's DynamoDB tables, for the throttle and conflict graphs. */
   readonly tableNames: readonly string[];
+  /**
+   * The capacity provider the gateway runs on (a stage on managed instances): its utilisation and
+   * allocated vCPUs get a row of graphs.
+   * @default none: the gateway runs on demand
+   */
+  readonly capacityProviderName?: string;
 }
 
 const MINUTE = Duration.minutes(1);
@@ -162,7 +168,9 @@ export class SluiceDashboard extends Construct {
       ),
       alarm(
         'GatewayThrottles',
-        'Gateway invocations refused by Lambda concurrency limits.',
+        props.capacityProviderName === undefined
+          ? 'Gateway invocations refused by Lambda concurrency limits.'
+          : 'Gateway invocations refused: its managed instances are saturated (max environments or vCPUs reached, or traffic grew faster than they scale).',
         props.gateway.metricThrottles({ period: Duration.minutes(5), statistic: 'Sum' }),
         a.gatewayThrottlesPer5Min,
       ),
@@ -313,6 +321,30 @@ export class SluiceDashboard extends Construct {
         left: [deadLetters],
       }),
     );
+    if (props.capacityProviderName !== undefined) {
+      // AWS publishes these per capacity provider and instance type; a free-text SEARCH finds them
+      // whatever instance types the provider has launched.
+      const capacity = (metricName: string, statistic: string, label: string): cloudwatch.MathExpression =>
+        new cloudwatch.MathExpression({
+          expression: `SEARCH('CapacityProviderName="${props.capacityProviderName}" MetricName="${metricName}"', '${statistic}', 60)`,
+          label,
+          period: MINUTE,
+        });
+      this.dashboard.addWidgets(
+        new cloudwatch.GraphWidget({
+          title: 'Managed instances: CPU and memory utilisation (%)',
+          width: WIDE,
+          height: HEIGHT,
+          left: [capacity('CPUUtilization', 'Average', 'CPU'), capacity('MemoryUtilization', 'Average', 'memory')],
+        }),
+        new cloudwatch.GraphWidget({
+          title: 'Managed instances: vCPUs allocated and available',
+          width: WIDE,
+          height: HEIGHT,
+          left: [capacity('vCPUAllocated', 'Average', 'allocated'), capacity('vCPUAvailable', 'Average', 'available')],
+        }),
+      );
+    }
     this.dashboard.addWidgets(
       new cloudwatch.AlarmStatusWidget({ title: 'Alarms', width: 24, height: 3, alarms }),
     );

@@ -1,6 +1,7 @@
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import { ENV } from '../lambdas/shared/config';
+import type { ManagedInstances } from './managed-instances';
 import type { ProviderSecrets } from './secrets';
 import { SluiceFunction } from './sluice-function';
 import { GATEWAY_TIMEOUT, REQUEST_LIMIT, type StageSettings } from './stage';
@@ -14,6 +15,13 @@ export interface GatewayProps {
   readonly tables: SluiceTables;
   /** Provider secrets and the BYOK prefix the gateway reads keys from. */
   readonly secrets: ProviderSecrets;
+  /**
+   * Lambda Managed Instances to run on (a stage whose `compute` is `managed-instances`): the
+   * function gets the environments' memory, JSON logs (the only format managed instances take)
+   * and its worker-thread count, and is attached to the capacity provider.
+   * @default on-demand Lambda, with the stage's `gatewayMemoryMb`
+   */
+  readonly managedInstances?: ManagedInstances;
   /**
    * Handler file, relative to the repository root.
    * @default 'lambdas/gateway/handler.ts'
@@ -29,8 +37,9 @@ export interface GatewayProps {
  * timeout ({@link GATEWAY_TIMEOUT}) sits above SPEC's 540 s request limit so the function, not
  * Lambda, ends an overlong request and still settles it.
  *
- * Grants, least privilege: read on keys, workspaces and catalog; read/write on ledger, holds
- * and usage (admission and settlement are `TransactWriteItems`, authorised per item action);
+ * Grants, least privilege: read on keys, workspaces and catalog; read/write on ledger and usage
+ * (admission and settlement are `TransactWriteItems`, authorised per item action; a request's row
+ * in usage is its hold until it settles);
  * nothing on rollups; no table management actions; `GetSecretValue` on the provider secrets
  * and the stage's BYOK prefix only.
  */
@@ -42,14 +51,21 @@ export class Gateway extends Construct {
 
   public constructor(scope: Construct, id: string, props: GatewayProps) {
     super(scope, id);
-    const { stage, tables } = props;
-    this.fn = new SluiceFunction(this, 'Gateway', {
+    const { stage, tables, managedInstances } = props;
+    if ((managedInstances !== undefined) !== (stage.compute === 'managed-instances')) {
+      throw new Error(`Gateway: stage ${stage.name} has compute ${stage.compute} but managed instances were ${managedInstances === undefined ? 'not ' : ''}given`);
+    }
+    // A function cannot shed its capacity provider (CloudFormation can only change it), so each
+    // compute mode has a function of its own: switching replaces the function and its URL.
+    this.fn = new SluiceFunction(this, managedInstances === undefined ? 'Gateway' : 'ManagedGateway', {
       stage,
       entry: props.entry ?? 'lambdas/gateway/handler.ts',
-      description: `Sluice ${stage.name}: OpenAI-compatible gateway (Function URL, streaming)`,
-      memoryMb: stage.gatewayMemoryMb,
+      description: `Sluice ${stage.name}: OpenAI-compatible gateway (Function URL, streaming${managedInstances === undefined ? '' : ', managed instances'})`,
+      memoryMb: managedInstances === undefined ? stage.gatewayMemoryMb : stage.managedInstances.memoryMb,
       timeout: GATEWAY_TIMEOUT,
+      ...(managedInstances === undefined ? {} : { loggingFormat: lambda.LoggingFormat.JSON }),
       environment: {
+        ...managedInstances?.environment(),
         [ENV.keyRatePerMinute]: String(stage.keyRatePerMinute),
         [ENV.secretSource]: 'secrets-manager',
         [ENV.requestLimitMs]: String(REQUEST_LIMIT.toMilliseconds()),
@@ -60,13 +76,16 @@ export class Gateway extends Construct {
       },
     }).fn;
 
+    // On managed instances the URL, unqualified, invokes $LATEST.PUBLISHED, which every deploy publishes.
+    managedInstances?.attach(this.fn);
+
     this.url = this.fn.addFunctionUrl({
       authType: lambda.FunctionUrlAuthType.NONE,
       invokeMode: lambda.InvokeMode.RESPONSE_STREAM,
     });
 
     for (const name of ['keys', 'workspaces', 'catalog'] as const) tables.table(name).grantReadData(this.fn);
-    for (const name of ['ledger', 'holds', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
+    for (const name of ['ledger', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
     props.secrets.grantRead(this.fn);
   }
 }

@@ -27,6 +27,11 @@ export interface SluiceFunctionProps {
    */
   readonly environment?: Readonly<Record<string, string>>;
   /**
+   * Format of the function's own log lines (Lambda Managed Instances take JSON only).
+   * @default Lambda's default, plain text
+   */
+  readonly loggingFormat?: lambda.LoggingFormat;
+  /**
    * Shell commands run after esbuild, to put files beside the bundle (e.g. the console's browser
    * assets); given the repository root and the asset's output folder.
    * @default none
@@ -80,6 +85,7 @@ export class SluiceFunction extends Construct {
       timeout: props.timeout,
       description: props.description,
       logGroup: this.logGroup,
+      ...(props.loggingFormat === undefined ? {} : { loggingFormat: props.loggingFormat }),
       environment: {
         [ENV.stage]: stage.name,
         [ENV.tablePrefix]: stage.tablePrefix,

@@ -1,4 +1,4 @@
-import { CfnOutput, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Fn, Stack, Tags, Token, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type { Construct } from 'constructs';
 import { AdminApi } from './admin';
@@ -9,6 +9,7 @@ import { Console } from './console';
 import { SluiceDashboard } from './dashboard';
 import { Gateway } from './gateway';
 import { acknowledgeStackFindings } from './nag';
+import { ManagedInstances } from './managed-instances';
 import { LowCreditNotifier } from './notifier';
 import { loadProviderKeySources, type ProviderKeySource } from './provider-file';
 import { ProviderSecrets } from './secrets';
@@ -62,7 +63,8 @@ export class SluiceStack extends Stack {
       byokPrefix: stage.byokSecretPrefix,
       removalPolicy: stage.removalPolicy,
     });
-    this.gateway = new Gateway(this, 'Gateway', { stage, tables: this.tables, secrets });
+    const managedInstances = stage.compute === 'managed-instances' ? new ManagedInstances(this, 'ManagedInstances', { stage }) : undefined;
+    this.gateway = new Gateway(this, 'Gateway', { stage, tables: this.tables, secrets, managedInstances });
     new CatalogImport(this, 'CatalogImport', { stage, tables: this.tables });
     const aggregator = new Aggregator(this, 'Aggregator', {
       stage,
@@ -77,6 +79,7 @@ export class SluiceStack extends Stack {
       sweeper: sweeper.fn,
       deadLetterQueue: aggregator.deadLetterQueue,
       tableNames: this.tables.all.map((t) => t.tableName),
+      capacityProviderName: managedInstances?.capacityProvider.capacityProviderName,
     });
     this.alarms = new SluiceAlarms(this, 'Alarms', {
       stage,
@@ -121,5 +124,22 @@ export class SluiceStack extends Stack {
       description: 'Base URL of the gateway; clients use <url>v1 as their OpenAI base URL',
       value: this.gateway.url.url,
     });
+    if (managedInstances !== undefined) {
+      new CfnOutput(this, 'CapacityProviderArn', {
+        description: 'The Lambda Managed Instances capacity provider the gateway runs on',
+        value: managedInstances.capacityProvider.capacityProviderArn,
+      });
+    }
+  }
+
+  /**
+   * Three zones where CDK would give an environment-agnostic stack two (it cannot look the region's
+   * zones up offline): the managed-instances VPC spreads its three environments over three zones,
+   * chosen at deploy by `Fn::GetAZs`. A stack given a concrete region keeps CDK's own lookup. Only
+   * that VPC reads this; an on-demand stage has no VPC.
+   */
+  public override get availabilityZones(): string[] {
+    if (!Token.isUnresolved(this.region)) return super.availabilityZones;
+    return [0, 1, 2].map((i) => Fn.select(i, Fn.getAzs()));
   }
 }

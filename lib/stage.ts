@@ -24,6 +24,83 @@ export const REQUEST_LIMIT = Duration.seconds(540);
 /** Gateway Lambda timeout: 60 s above the request limit, room to write the 504 and settle. */
 export const GATEWAY_TIMEOUT = Duration.seconds(600);
 
+/**
+ * How the gateway function runs. `on-demand`: Lambda's default, one request per execution
+ * environment, billed per GB-second for the whole reply (waiting on the provider included), and
+ * nothing at idle. `managed-instances`: Lambda Managed Instances, many concurrent requests per
+ * environment on EC2 instances Lambda runs in the stage's own VPC, billed per instance-hour (plus
+ * AWS's 15 % management fee) whether busy or idle; it never scales to zero. See docs/cost.md.
+ */
+export const COMPUTE_MODES = ['on-demand', 'managed-instances'] as const;
+
+/** One of {@link COMPUTE_MODES}. */
+export type ComputeMode = (typeof COMPUTE_MODES)[number];
+
+/** The compute used when neither the stage nor `-c compute=...` says otherwise. */
+export const DEFAULT_COMPUTE: ComputeMode = 'on-demand';
+
+/**
+ * The gateway on Lambda Managed Instances (`lib/managed-instances.ts`): the capacity provider,
+ * the environments the function runs in, and the VPC they need. Used only when the stage's
+ * `compute` is `managed-instances`; every stage carries values so that `-c compute=managed-instances`
+ * works for any of them.
+ */
+export interface ManagedInstancesSettings {
+  /**
+   * EC2 instance types the capacity provider may launch: Graviton (the gateway is arm64), size
+   * `large` or above, from AWS's C, M and R families. One type keeps the bill predictable: every
+   * size of one family costs the same per vCPU, but a second family would not.
+   * @default ['c7g.large'] (2 vCPU, 4 GiB: two environments of 1 vCPU and 2 GiB each)
+   */
+  readonly instanceTypes: readonly string[];
+  /**
+   * Requests one environment serves at once (`PerExecutionEnvironmentMaxConcurrency`). The
+   * gateway spends milliseconds of CPU per request and seconds waiting on the provider, so one
+   * vCPU carries many; Lambda also lowers the figure itself when an environment is saturated.
+   * @default 64 (AWS's default for Node.js: 64 per vCPU, and an environment here has one)
+   */
+  readonly perEnvironmentConcurrency: number;
+  /**
+   * Environments kept running however quiet the stage is (`MinExecutionEnvironments`). Lambda
+   * starts three by default, one per Availability Zone, so losing a zone never leaves none.
+   * @default 3
+   */
+  readonly minEnvironments: number;
+  /** Environments at most (`MaxExecutionEnvironments`): the ceiling of concurrent requests is this × {@link perEnvironmentConcurrency}. */
+  readonly maxEnvironments: number;
+  /**
+   * Memory of one environment, MB (the function's `MemorySize`); with {@link memoryGiBPerVcpu} it
+   * sets the environment's vCPUs. Managed instances need at least 2 GB.
+   * @default 2048 (1 vCPU at 2 GiB per vCPU)
+   */
+  readonly memoryMb: number;
+  /**
+   * GiB of memory per vCPU of an environment (`ExecutionEnvironmentMemoryGiBPerVCpu`): 2, 4 or 8.
+   * @default 2 (the gateway is CPU-light and memory-light; more GiB per vCPU buys nothing)
+   */
+  readonly memoryGiBPerVcpu: number;
+  /**
+   * vCPUs the capacity provider may run across all its instances (`MaxVCpuCount`, at least 12):
+   * the stage's ceiling on instance spend. Instances are whole (2 vCPUs for a `large`), and Lambda
+   * may place fewer environments on one than would fit, so allow room above
+   * {@link maxEnvironments} × the environment's vCPUs.
+   */
+  readonly maxVcpus: number;
+  /**
+   * Availability Zones of the VPC, one private and one public subnet in each (2 or 3). Three
+   * matches the three environments Lambda spreads over zones; a region with only two zones needs 2.
+   * @default 3
+   */
+  readonly availabilityZones: number;
+  /**
+   * NAT gateways (1 up to {@link availabilityZones}): the environments' only way to providers and
+   * to AWS's APIs (DynamoDB goes through a free gateway endpoint instead). One per zone keeps a
+   * zone's failure from cutting the others off; one in all saves money where an outage is
+   * acceptable. Each costs an hourly fee and a fee per GB it carries (docs/cost.md).
+   */
+  readonly natGateways: number;
+}
+
 /** Thresholds of the alarms on the stage's dashboard. */
 export interface AlarmThresholds {
   /** Gateway function errors (crashes, not refusals) in 5 minutes that raise the alarm. */
@@ -110,6 +187,14 @@ export interface StageSettings {
   readonly usageRetentionDays: number;
   /** The workspace console. */
   readonly console: ConsoleSettings;
+  /**
+   * How the gateway function runs; the other functions always run on demand. Set it per deploy
+   * with `-c compute=managed-instances`.
+   * @default 'on-demand'
+   */
+  readonly compute: ComputeMode;
+  /** The gateway on managed instances, used when {@link compute} is `managed-instances`. */
+  readonly managedInstances: ManagedInstancesSettings;
 }
 
 /** Settings chosen per deploy rather than written per stage (CDK context). */
@@ -118,6 +203,8 @@ export interface StageOverrides {
   readonly alarmEmail?: string;
   /** See {@link ConsoleSettings.origin}. */
   readonly consoleOrigin?: string;
+  /** See {@link StageSettings.compute}; checked against {@link COMPUTE_MODES}. */
+  readonly compute?: string;
 }
 
 /**
@@ -129,7 +216,17 @@ export interface StageOverrides {
 const DEPLOYED_KEY_RATE_PER_MINUTE = 60_000;
 
 /** Settings as written per stage; the derived names are filled in by {@link stageSettings}. */
-type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail'>;
+type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail' | 'compute'>;
+
+/** Managed-instance values shared by stages unless one says otherwise (see {@link ManagedInstancesSettings}). */
+const COMMON_MANAGED = {
+  instanceTypes: ['c7g.large'],
+  perEnvironmentConcurrency: 64,
+  minEnvironments: 3,
+  memoryMb: 2048,
+  memoryGiBPerVcpu: 2,
+  availabilityZones: 3,
+} as const;
 
 /** Alarm thresholds shared by stages unless one says otherwise. */
 const COMMON_ALARMS = {
@@ -143,7 +240,10 @@ const COMMON_ALARMS = {
 } as const;
 
 // Memory: the gateway mostly waits on the provider while a stream runs, and Lambda bills
-// GB-seconds for the whole stream, so it gets enough for a 6 MB body and no more.
+// GB-seconds for the whole stream (docs/cost.md). Each stage's gateway memory is the cheapest at
+// which every latency target of the bench holds under Lambda's CPU share for that memory
+// (DESIGN decision 15), measured by `npm run bench -- --cpu-share-only` on a quiet machine and
+// written beside the value. Not yet chosen that way: the values below predate the measurement.
 const VALUES: Readonly<Record<StageName, StageValues>> = {
   dev: {
     removalPolicy: RemovalPolicy.DESTROY,
@@ -151,6 +251,8 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.ONE_WEEK,
+    // To be set from the CPU share on a quiet machine (a loaded smoke run, 2026-11-26: 512 MB
+    // missed the added-latency, first-byte and chunk-gap targets; so did 1,024 MB on that machine).
     gatewayMemoryMb: 512,
     workerMemoryMb: 256,
     alarms: {
@@ -166,6 +268,8 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     },
     usageRetentionDays: 30,
     console: { memoryMb: 512, sessionMinutes: 720, errorsPer5Min: 5 },
+    // One NAT gateway: dev can live with an Availability Zone's outage cutting its egress.
+    managedInstances: { ...COMMON_MANAGED, maxEnvironments: 6, maxVcpus: 12, natGateways: 1 },
   },
   stg: {
     removalPolicy: RemovalPolicy.DESTROY,
@@ -173,6 +277,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.ONE_MONTH,
+    // To be set from the CPU share on a quiet machine (see dev).
     gatewayMemoryMb: 1024,
     workerMemoryMb: 256,
     alarms: {
@@ -188,6 +293,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     },
     usageRetentionDays: 90,
     console: { memoryMb: 512, sessionMinutes: 720, errorsPer5Min: 3 },
+    managedInstances: { ...COMMON_MANAGED, maxEnvironments: 12, maxVcpus: 24, natGateways: 1 },
   },
   prod: {
     // Balances and usage are customers' money: a stack deletion must never take them along.
@@ -196,6 +302,7 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     keyRatePerMinute: DEPLOYED_KEY_RATE_PER_MINUTE,
     holdGraceMs: 60_000,
     logRetention: RetentionDays.SIX_MONTHS,
+    // To be set from the CPU share on a quiet machine (see dev).
     gatewayMemoryMb: 1024,
     workerMemoryMb: 512,
     alarms: {
@@ -213,6 +320,9 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     usageRetentionDays: 400,
     // Eight hours: a working day, after which an owner's session must prove the passkey again.
     console: { memoryMb: 512, sessionMinutes: 480, errorsPer5Min: 1 },
+    // A NAT gateway per zone: a NAT gateway lives in one zone, and with one for all, that zone's
+    // outage would cut every environment off from the providers.
+    managedInstances: { ...COMMON_MANAGED, maxEnvironments: 48, maxVcpus: 96, natGateways: 3 },
   },
 };
 
@@ -224,6 +334,68 @@ export class StageConfigError extends Error {
 /** Whether `value` names a deployable stage. */
 export function isStageName(value: unknown): value is StageName {
   return typeof value === 'string' && (STAGE_NAMES as readonly string[]).includes(value);
+}
+
+/** Whether `value` names a compute mode. */
+export function isComputeMode(value: unknown): value is ComputeMode {
+  return typeof value === 'string' && (COMPUTE_MODES as readonly string[]).includes(value);
+}
+
+/** What follows from a stage's managed-instance settings. */
+export interface ManagedInstancesShape {
+  /** vCPUs of one environment: its memory over the memory per vCPU. */
+  readonly vcpusPerEnvironment: number;
+  /**
+   * Node.js worker threads per environment (`AWS_LAMBDA_NODEJS_WORKER_COUNT`): one per vCPU. Each
+   * worker is a copy of the gateway with its own caches and connection pools, and one event loop
+   * carries all of its concurrent requests (the gateway never blocks it), so more workers than
+   * vCPUs would only split the caches and multiply the memory (the runtime's own default is 8 per vCPU).
+   */
+  readonly workerThreads: number;
+  /** Concurrent requests the stage can serve at most: max environments × requests per environment. */
+  readonly maxConcurrentRequests: number;
+}
+
+/** The derived figures of {@link ManagedInstancesSettings} (the CDK and the cost model use the same). */
+export function managedInstancesShape(m: ManagedInstancesSettings): ManagedInstancesShape {
+  const vcpusPerEnvironment = m.memoryMb / (m.memoryGiBPerVcpu * 1024);
+  return { vcpusPerEnvironment, workerThreads: vcpusPerEnvironment, maxConcurrentRequests: m.maxEnvironments * m.perEnvironmentConcurrency };
+}
+
+/** Graviton instance types of the C, M and R families (6th generation on), size large or above. */
+const GRAVITON_INSTANCE_TYPE = /^[cmr][6-9]g[a-z]*\.(large|[1-9][0-9]?xlarge|xlarge|metal)$/;
+
+/** Memory per vCPU AWS offers for an environment, GiB. */
+const MEMORY_PER_VCPU_GIB: readonly number[] = [2, 4, 8];
+
+function checkManagedInstances(stage: string, m: ManagedInstancesSettings): void {
+  const at = `${stage}.managedInstances`;
+  if (m.instanceTypes.length === 0 || new Set(m.instanceTypes).size !== m.instanceTypes.length) {
+    throw new StageConfigError(`${at}.instanceTypes must list at least one instance type, each once`);
+  }
+  for (const type of m.instanceTypes) {
+    if (!GRAVITON_INSTANCE_TYPE.test(type)) {
+      throw new StageConfigError(`${at}.instanceTypes: ${JSON.stringify(type)} is not a Graviton (arm64) C, M or R instance of size large or above, which the arm64 gateway needs`);
+    }
+  }
+  // AWS's bounds on PerExecutionEnvironmentMaxConcurrency.
+  checkInt(`${at}.perEnvironmentConcurrency`, m.perEnvironmentConcurrency, 1, 1_600);
+  if (!MEMORY_PER_VCPU_GIB.includes(m.memoryGiBPerVcpu)) {
+    throw new StageConfigError(`${at}.memoryGiBPerVcpu must be one of ${MEMORY_PER_VCPU_GIB.join(', ')}, got ${String(m.memoryGiBPerVcpu)}`);
+  }
+  // Managed instances need 2 GB at least; Lambda's ceiling is 32 GB. Whole vCPUs only.
+  checkInt(`${at}.memoryMb`, m.memoryMb, 2_048, 32_768);
+  if (m.memoryMb % (m.memoryGiBPerVcpu * 1024) !== 0) {
+    throw new StageConfigError(`${at}.memoryMb must be a whole number of vCPUs at ${m.memoryGiBPerVcpu} GiB each (a multiple of ${m.memoryGiBPerVcpu * 1024}), got ${m.memoryMb}`);
+  }
+  // Fewer than three would leave an Availability Zone without an environment (AWS starts three).
+  checkInt(`${at}.minEnvironments`, m.minEnvironments, 3, 15_000);
+  checkInt(`${at}.maxEnvironments`, m.maxEnvironments, m.minEnvironments, 15_000);
+  const { vcpusPerEnvironment } = managedInstancesShape(m);
+  // AWS's bounds on MaxVCpuCount, and room for the largest fleet of environments asked for.
+  checkInt(`${at}.maxVcpus`, m.maxVcpus, Math.max(12, m.maxEnvironments * vcpusPerEnvironment), 15_000);
+  checkInt(`${at}.availabilityZones`, m.availabilityZones, 2, 3);
+  checkInt(`${at}.natGateways`, m.natGateways, 1, m.availabilityZones);
 }
 
 function checkInt(label: string, value: number, min: number, max: number): void {
@@ -311,19 +483,28 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
   checkInt(`${s.name}.console.sessionMinutes`, s.console.sessionMinutes, 5, 7 * 24 * 60);
   checkInt(`${s.name}.console.errorsPer5Min`, s.console.errorsPer5Min, 1, 1_000_000);
   if (s.console.origin !== undefined) checkConsoleOrigin(s.name, s.console.origin);
+  if (!isComputeMode(s.compute)) {
+    throw new StageConfigError(`${s.name}.compute must be ${COMPUTE_MODES.join(' or ')}, got ${JSON.stringify(s.compute)}`);
+  }
+  checkManagedInstances(s.name, s.managedInstances);
   if (s.alarmEmail !== undefined && !EMAIL.test(s.alarmEmail)) {
     throw new StageConfigError(`${s.name}.alarmEmail must be an e-mail address, got ${JSON.stringify(s.alarmEmail)}`);
   }
   if (s.name === 'prod' && (s.removalPolicy !== RemovalPolicy.RETAIN || !s.deletionProtection)) {
     throw new StageConfigError('prod must retain its stateful resources and protect its tables from deletion');
   }
-  return Object.freeze({ ...s, alarms: Object.freeze({ ...a }), console: Object.freeze({ ...s.console }) });
+  return Object.freeze({
+    ...s,
+    alarms: Object.freeze({ ...a }),
+    console: Object.freeze({ ...s.console }),
+    managedInstances: Object.freeze({ ...s.managedInstances, instanceTypes: Object.freeze([...s.managedInstances.instanceTypes]) }),
+  });
 }
 
 /**
  * The validated settings of a stage. `undefined` (no `-c stage`) means {@link DEFAULT_STAGE};
  * anything else that is not `dev`, `stg` or `prod` throws {@link StageConfigError}, as does an
- * override that fails validation.
+ * override that fails validation (a `compute` that is not one of {@link COMPUTE_MODES} among them).
  */
 export function stageSettings(stage: unknown, overrides: StageOverrides = {}): StageSettings {
   const name = stage === undefined ? DEFAULT_STAGE : stage;
@@ -332,11 +513,16 @@ export function stageSettings(stage: unknown, overrides: StageOverrides = {}): S
       `unknown stage ${JSON.stringify(name)}: pass -c stage=${STAGE_NAMES.join('|')} (default ${DEFAULT_STAGE})`,
     );
   }
+  const compute = overrides.compute === undefined || overrides.compute === '' ? DEFAULT_COMPUTE : overrides.compute;
+  if (!isComputeMode(compute)) {
+    throw new StageConfigError(`unknown compute ${JSON.stringify(compute)}: pass -c compute=${COMPUTE_MODES.join('|')} (default ${DEFAULT_COMPUTE})`);
+  }
   return validateStageSettings({
     name,
     tablePrefix: `sluice-${name}-`,
     byokSecretPrefix: `sluice/${name}/byok/`,
     ...VALUES[name],
+    compute,
     ...(overrides.alarmEmail === undefined || overrides.alarmEmail === '' ? {} : { alarmEmail: overrides.alarmEmail }),
     ...(overrides.consoleOrigin === undefined || overrides.consoleOrigin === ''
       ? {}

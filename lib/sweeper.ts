@@ -12,7 +12,7 @@ import type { SluiceTables } from './tables';
 export interface SweeperProps {
   /** The stage's settings (memory, log retention, hold grace). */
   readonly stage: StageSettings;
-  /** The stage's tables; the sweeper is granted ledger, holds and usage. */
+  /** The stage's tables; the sweeper is granted ledger and usage. */
   readonly tables: SluiceTables;
   /**
    * How often the sweeper runs.
@@ -31,8 +31,9 @@ export interface SweeperProps {
  * limit plus the grace, has passed). DynamoDB TTL cannot do this job: it only collects garbage,
  * days late.
  *
- * Grants: read/write on ledger, holds and usage (settlement is the gateway's transaction). The
- * charge needs no catalog: the hold carries its prompt bound and any charge already computed.
+ * Grants: read/write on ledger and usage (settlement is the gateway's transaction; a hold is a
+ * request's open row in usage). The charge needs no catalog: the row carries its prompt bound and
+ * any charge already computed.
  */
 export class Sweeper extends Construct {
   /** The sweeper function. */
@@ -69,6 +70,6 @@ export class Sweeper extends Construct {
       targets: [new targets.LambdaFunction(this.fn, { retryAttempts: 0 })],
     });
 
-    for (const name of ['ledger', 'holds', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
+    for (const name of ['ledger', 'usage'] as const) tables.table(name).grantReadWriteData(this.fn);
   }
 }

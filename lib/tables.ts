@@ -64,7 +64,7 @@ export class SluiceTables extends Construct {
           indexName: index.indexName,
           partitionKey: attribute(index.partitionKey),
           sortKey: index.sortKey ? attribute(index.sortKey) : undefined,
-          projectionType: dynamodb.ProjectionType.ALL,
+          projectionType: index.projection === 'KEYS_ONLY' ? dynamodb.ProjectionType.KEYS_ONLY : dynamodb.ProjectionType.ALL,
         });
       }
       this.byName.set(schema.name, table);

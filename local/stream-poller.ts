@@ -21,6 +21,8 @@ import {
   TrimmedDataAccessException,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { matchesFilters, type FilterPattern } from '../lambdas/aggregator/mapping';
+import { repeat } from './repeat';
 import { makeDynamoClient } from './tables';
 
 /** The handler the poller invokes, like a stream-triggered Lambda's. */
@@ -35,8 +37,13 @@ export interface StreamPollerOptions {
   readonly handler: StreamBatchHandler;
   /** Pause between polling passes. @default 500 */
   readonly intervalMs?: number;
-  /** Records per batch (GetRecords limit). @default 100 */
+  /** Records per batch (GetRecords limit), counted before the filter. @default 100 */
   readonly batchSize?: number;
+  /**
+   * The mapping's filter (`lambdas/aggregator/mapping.ts`): records matching none of these are
+   * passed over, as the deployed mapping drops them before invoking. @default every record
+   */
+  readonly filters?: readonly FilterPattern[];
   /**
    * Retries of a failing batch before its records are given up (the deployed mapping sends
    * them to its failure destination). @default 10
@@ -49,6 +56,19 @@ export interface StreamPollerOptions {
   readonly autoStart?: boolean;
   /** @default console.error */
   readonly log?: (message: string) => void;
+  /**
+   * Where to resume: for each shard id, the sequence number of the last record already done with
+   * (what {@link StreamPoller.checkpoints} returned before). Shards not named here start at
+   * TRIM_HORIZON; ids of another stream (a table made again) simply match nothing.
+   * @default every shard from TRIM_HORIZON
+   */
+  readonly resumeAfter?: Readonly<Record<string, string>>;
+  /**
+   * How often a pass lists the stream's shards again (DescribeStream), in milliseconds; passes in
+   * between poll the shards already known. Tables whose shards rarely change can be polled often
+   * without a DescribeStream each time. @default 0 (every pass)
+   */
+  readonly discoverEveryMs?: number;
 }
 
 /** A running poller. */
@@ -58,6 +78,14 @@ export interface StreamPoller {
   pollOnce(): Promise<number>;
   /** Passes until one finds nothing; resolves to the records handed over in total. */
   drain(): Promise<number>;
+  /** For each shard, the sequence number of the last record done with, for `resumeAfter`. */
+  checkpoints(): Record<string, string>;
+  /**
+   * Moves past every record the stream holds now without handing any over (as a mapping created
+   * at LATEST would start); resolves to the records passed over. For the bench, which measures
+   * only what a later load writes.
+   */
+  skip(): Promise<number>;
   /** Stops polling; resolves once the current pass (and its handler call) is over. */
   stop(): Promise<void>;
 }
@@ -110,8 +138,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return next;
   };
 
+  let discoveredAt: number | undefined;
   async function pass(): Promise<number> {
-    await discoverShards();
+    const now = Date.now();
+    if (discoveredAt === undefined || now - discoveredAt >= (options.discoverEveryMs ?? 0)) {
+      await discoverShards();
+      discoveredAt = now;
+    }
     let delivered = 0;
     for (const shard of shards.values()) {
       if (shard.finished || !parentDone(shard)) continue;
@@ -133,7 +166,13 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
 
   function addShard(shard: Shard): void {
     if (shard.ShardId === undefined || shards.has(shard.ShardId)) return;
-    shards.set(shard.ShardId, { shardId: shard.ShardId, parentShardId: shard.ParentShardId, failures: 0, finished: false });
+    shards.set(shard.ShardId, {
+      shardId: shard.ShardId,
+      parentShardId: shard.ParentShardId,
+      checkpoint: options.resumeAfter?.[shard.ShardId],
+      failures: 0,
+      finished: false,
+    });
   }
 
   /** A child shard waits for its parent, so each key's records stay in order. */
@@ -199,9 +238,20 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return records.length;
   }
 
-  /** Hands one batch over; returns false when part of it must be read again. */
-  async function deliver(shard: ShardState, records: StreamRecordEntry[]): Promise<boolean> {
-    const event: DynamoDBStreamEvent = { Records: records.map((r) => toLambdaRecord(r, streamArn)) };
+  let skipping = false;
+
+  /** Hands one batch over (what the filter keeps of it); returns false when part of it must be read again. */
+  async function deliver(shard: ShardState, fetched: StreamRecordEntry[]): Promise<boolean> {
+    const all = fetched.map((r) => toLambdaRecord(r, streamArn));
+    const kept = options.filters === undefined ? all : all.filter((r) => matchesFilters(r, options.filters as readonly FilterPattern[]));
+    if (skipping || kept.length === 0) {
+      // Nothing to hand over: the whole batch is done, as the mapping checkpoints filtered records.
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber ?? shard.checkpoint;
+      shard.retryFrom = undefined;
+      shard.failures = 0;
+      return true;
+    }
+    const event: DynamoDBStreamEvent = { Records: kept };
     const sequences = event.Records.map((r) => r.dynamodb?.SequenceNumber ?? '');
     let failedFrom: number;
     try {
@@ -212,7 +262,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
       failedFrom = 0;
     }
     if (failedFrom === -1) {
-      shard.checkpoint = sequences[sequences.length - 1];
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber;
       shard.retryFrom = undefined;
       shard.failures = 0;
       return true;
@@ -228,7 +278,7 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
         `[local] giving up ${sequences.length - failedFrom} stream record(s) of ${options.tableName} ` +
           `after ${maxRetries} retries (first sequence number ${sequences[failedFrom]})`,
       );
-      shard.checkpoint = sequences[sequences.length - 1];
+      shard.checkpoint = all[all.length - 1]?.dynamodb?.SequenceNumber;
       shard.retryFrom = undefined;
       shard.failures = 0;
       // The iterator GetRecords returned already points past this batch.
@@ -238,48 +288,45 @@ export async function startStreamPoller(options: StreamPollerOptions): Promise<S
     return false;
   }
 
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = async (): Promise<void> => {
-    while (!stopped) {
-      try {
-        await serialised();
-      } catch (err) {
-        log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
-    }
-  };
-  const running = options.autoStart === false ? Promise.resolve() : loop();
+  const looping =
+    options.autoStart === false
+      ? undefined
+      : repeat(intervalMs, serialised, (err) =>
+          log(`[local] stream poll of ${options.tableName} failed: ${err instanceof Error ? err.message : String(err)}`),
+        );
 
   let stopping: Promise<void> | undefined;
+  const drain = async (): Promise<number> => {
+    let total = 0;
+    // Bounded: a batch that keeps failing is given up after maxRetries passes anyway.
+    for (let i = 0; i < 10_000; i += 1) {
+      const n = await serialised();
+      total += n;
+      const retrying = [...shards.values()].some((s) => s.retryFrom !== undefined);
+      if (n === 0 && !retrying) return total;
+    }
+    throw new Error(`stream of ${options.tableName} did not drain`);
+  };
   return {
     streamArn,
     pollOnce: serialised,
-    async drain(): Promise<number> {
-      let total = 0;
-      // Bounded: a batch that keeps failing is given up after maxRetries passes anyway.
-      for (let i = 0; i < 10_000; i += 1) {
-        const n = await serialised();
-        total += n;
-        const retrying = [...shards.values()].some((s) => s.retryFrom !== undefined);
-        if (n === 0 && !retrying) return total;
+    checkpoints(): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const shard of shards.values()) if (shard.checkpoint !== undefined) out[shard.shardId] = shard.checkpoint;
+      return out;
+    },
+    drain,
+    async skip(): Promise<number> {
+      skipping = true;
+      try {
+        return await drain();
+      } finally {
+        skipping = false;
       }
-      throw new Error(`stream of ${options.tableName} did not drain`);
     },
     stop: () =>
       (stopping ??= (async () => {
-        stopped = true;
-        wake?.();
-        await running;
+        await looping?.stop();
         await queue;
         streams.destroy();
       })()),

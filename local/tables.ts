@@ -72,7 +72,7 @@ export async function ensureTables(client: DynamoDBClient, prefix: string): Prom
   );
 }
 
-/** The CreateTable input for one schema entry (PAY_PER_REQUEST, indexes projecting ALL). */
+/** The CreateTable input for one schema entry (PAY_PER_REQUEST, each index with the schema's projection). */
 export function createTableInput(schema: TableSchema, name: string): CreateTableCommandInput {
   return {
     TableName: name,
@@ -85,7 +85,7 @@ export function createTableInput(schema: TableSchema, name: string): CreateTable
         : schema.indexes.map((index) => ({
             IndexName: index.indexName,
             KeySchema: keySchema(index.partitionKey, index.sortKey),
-            Projection: { ProjectionType: 'ALL' },
+            Projection: { ProjectionType: index.projection ?? 'ALL' },
           })),
     StreamSpecification: schema.stream ? { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } : undefined,
   };
@@ -128,7 +128,9 @@ function sameKeys(actual: readonly KeySchemaElement[] | undefined, expected: rea
 
 /**
  * Brings a table made by an older version of the schema (a persistent `.dynamodb/` folder) up to
- * date: indexes and the stream can be added in place; keys cannot.
+ * date: indexes and the stream can be added in place, an index the schema no longer has removed;
+ * keys cannot change. (A table the schema no longer has, such as the holds table requests' rows
+ * replaced, is left alone: nothing reads it.)
  */
 async function reconcile(client: DynamoDBClient, schema: TableSchema, name: string): Promise<void> {
   let table = await describe(client, name);
@@ -137,12 +139,17 @@ async function reconcile(client: DynamoDBClient, schema: TableSchema, name: stri
       `table ${name} exists with a different key schema; delete the local data folder (.dynamodb/) to recreate it`,
     );
   }
+  for (const gsi of table.GlobalSecondaryIndexes ?? []) {
+    if (schema.indexes.some((index) => index.indexName === gsi.IndexName)) continue;
+    await client.send(new UpdateTableCommand({ TableName: name, GlobalSecondaryIndexUpdates: [{ Delete: { IndexName: gsi.IndexName } }] }));
+    table = await waitActive(client, name);
+  }
   for (const index of schema.indexes) {
     const present = table.GlobalSecondaryIndexes?.find((gsi) => gsi.IndexName === index.indexName);
     if (present !== undefined) {
-      if (!sameKeys(present.KeySchema, keySchema(index.partitionKey, index.sortKey))) {
+      if (!sameKeys(present.KeySchema, keySchema(index.partitionKey, index.sortKey)) || present.Projection?.ProjectionType !== (index.projection ?? 'ALL')) {
         throw new TableSchemaDriftError(
-          `index ${index.indexName} of ${name} has different keys; delete the local data folder (.dynamodb/) to recreate it`,
+          `index ${index.indexName} of ${name} has different keys or projection; delete the local data folder (.dynamodb/) to recreate it`,
         );
       }
       continue;
@@ -157,7 +164,7 @@ async function reconcile(client: DynamoDBClient, schema: TableSchema, name: stri
             Create: {
               IndexName: index.indexName,
               KeySchema: keySchema(index.partitionKey, index.sortKey),
-              Projection: { ProjectionType: 'ALL' },
+              Projection: { ProjectionType: index.projection ?? 'ALL' },
             },
           },
         ],

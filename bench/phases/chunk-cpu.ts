@@ -149,7 +149,7 @@ export async function chunkCpuOnly(options: Options): Promise<void> {
       if (newest !== undefined) process.stderr.write(`${renderProfile(summarizeProfile(newest, stack.bundles.gatewayServer, 40))}\n`);
     }
   } finally {
-    run.disarm();
     await run.cleanup.run();
+    run.disarm();
   }
 }

@@ -13,7 +13,8 @@ export interface RequestCpu {
   readonly relayPerRequestUs: number;
 }
 
-async function sequentialCpu(proc: GatewayProcess, t: Target, n: number, body: Buffer, headers: Record<string, string>): Promise<{ totalUs: number; systemUs: number }> {
+/** `n` sequential requests to one side; its CPU (user + system, and system alone) per request, microseconds. */
+export async function sequentialCpu(proc: GatewayProcess, t: Target, n: number, body: Buffer, headers: Record<string, string>): Promise<{ totalUs: number; systemUs: number }> {
   const a = await proc.idle();
   for (let i = 0; i < n; i += 1) expectOk(await post(t, body, headers), t.name);
   const b = await proc.idle();

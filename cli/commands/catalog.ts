@@ -10,11 +10,13 @@
  * per million tokens).
  */
 import type { CatalogModel, ProviderConfig } from '../../lambdas/shared/catalog-types';
+import { baseUrlProblem } from '../../lambdas/catalog/base-url';
+import { CatalogValidationError } from '../../lambdas/catalog/errors';
 import type { ImportResult } from '../../lambdas/catalog/import';
 import { ValidationError } from '../../lambdas/store/directory-errors';
 import { apiPath } from '../api-client';
 import { readCatalogFiles } from '../catalog-files';
-import { flag, need, str, tabular, type Command, type Values } from '../commands';
+import { flag, need, secretGiven, str, tabular, type Command, type Values } from '../commands';
 import { formatRate, parseRate, parseTokens, RateFormatError } from '../rates';
 
 const FAMILY_WORDS: Readonly<Record<string, string>> = {
@@ -168,9 +170,13 @@ export const CATALOG_COMMANDS: readonly Command[] = [
       const fams = families(v);
       const usage = streamUsageOnRequest(v);
       const displayName = str(v, 'display-name');
+      // Checked here too (the management API decides), so a bad URL is refused before the key is asked for.
+      const baseUrl = need(v, 'base-url').replace(/\/+$/, '');
+      const problem = baseUrlProblem(baseUrl);
+      if (problem !== undefined) throw new CatalogValidationError(`--base-url ${problem}`);
       const body: Record<string, unknown> = {
         name,
-        baseUrl: need(v, 'base-url'),
+        baseUrl,
         auth,
         requiresMaxTokens: flag(v, 'requires-max-tokens'),
         ...(usage === undefined ? {} : { streamUsageOnRequest: usage }),
@@ -178,7 +184,7 @@ export const CATALOG_COMMANDS: readonly Command[] = [
         ...(displayName === undefined ? {} : { displayName }),
       };
       // The key never passes through argv (shell history, ps): stdin or a hidden prompt only.
-      if (auth !== 'none') body['apiKey'] = (await io.readSecret(`${name} API key (input hidden): `)).trim();
+      if (auth !== 'none') body['apiKey'] = secretGiven(await io.readSecret(`${name} API key (input hidden): `), `pass show ${name} | sluice provider add ${name} --base-url …`);
       const out = await api.call<{ provider: ProviderConfig }>({ method: 'POST', path: '/catalog/providers', body });
       return { json: out, human: [...describeProvider(out.provider), '', `add its models with: sluice model add ${name}/<model> --input-price … --output-price …`] };
     },
@@ -191,8 +197,10 @@ export const CATALOG_COMMANDS: readonly Command[] = [
     options: {},
     positionals: [0, 0],
     async run(api) {
-      const out = await api.call<{ providers: { name: string; displayName: string; baseUrl: string; families: string[] }[] }>({ method: 'GET', path: '/catalog/providers' });
-      return tabular(out, ['provider', 'name', 'base url', 'families'], out.providers.map((p) => [p.name, p.displayName, p.baseUrl, p.families.join(' ')]), 'no providers');
+      const out = await api.call<{ providers: { name: string; displayName: string; baseUrl: string | null; baseUrlEnv?: string; families: string[] }[] }>({ method: 'GET', path: '/catalog/providers' });
+      // null: the provider takes its address from a variable this stage does not set (the simulator when deployed).
+      const address = (p: (typeof out.providers)[number]): string => p.baseUrl ?? `none here (${p.baseUrlEnv ?? 'unset'} is not set)`;
+      return tabular(out, ['provider', 'name', 'base url', 'families'], out.providers.map((p) => [p.name, p.displayName, address(p), p.families.join(' ')]), 'no providers');
     },
   },
   {

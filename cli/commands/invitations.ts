@@ -1,7 +1,7 @@
 /**
  * `sluice member invite | invitations | uninvite`: invitations to a workspace's console. An
- * outstanding invitation holds one of the workspace's five key slots until it is accepted,
- * cancelled or lapses. `invite` prints the link once (the management API stores only its hash):
+ * outstanding invitation of someone new holds one of the workspace's five key slots until it is
+ * accepted, cancelled or lapses; one for an existing member (a passkey link) holds none. `invite` prints the link once (the management API stores only its hash):
  * the console's address comes from `--console-url`, `SLUICE_CONSOLE_URL`, or, for the local
  * stage, the `consoleUrl` that `npm start` writes to its state file.
  */
@@ -47,6 +47,8 @@ interface InvitationView {
   role: string;
   memberId: string;
   expiresAt: string;
+  kind: 'join' | 'passkey';
+  holdsKeySlot: boolean;
 }
 
 /** The invitation commands, added to the `member` group. */
@@ -54,7 +56,7 @@ export const INVITATION_COMMANDS: readonly Command[] = [
   {
     group: 'member',
     action: 'invite',
-    summary: "invite someone to the workspace's console (holds a key slot until accepted); --owner hands the workspace to its owner",
+    summary: "invite someone to the workspace's console (holds a key slot until accepted); an existing member's e-mail, or --owner, makes a link that adds a passkey to them (no slot)",
     usage: '--workspace <id> --email <email> [--owner] [--hours <n>] [--console-url <url>]',
     options: { ...WORKSPACE, email: { type: 'string' }, owner: { type: 'boolean' }, hours: { type: 'string' }, 'console-url': { type: 'string' } },
     positionals: [0, 0],
@@ -69,7 +71,9 @@ export const INVITATION_COMMANDS: readonly Command[] = [
       const base = consoleUrlOf(v);
       const link = `${base ?? '<console URL>'}${out.link}`;
       const human = [
-        `invited ${out.invitation.email} as ${out.invitation.role} (invitation ${out.invitation.invitationId}, until ${out.invitation.expiresAt}); it holds a key slot until accepted`,
+        out.invitation.kind === 'passkey'
+          ? `a passkey link for ${out.invitation.email}, the workspace's existing ${out.invitation.role} (invitation ${out.invitation.invitationId}, until ${out.invitation.expiresAt}); it adds a passkey to them and holds no key slot`
+          : `invited ${out.invitation.email} as ${out.invitation.role} (invitation ${out.invitation.invitationId}, until ${out.invitation.expiresAt}); it holds a key slot until accepted`,
         `link (shown this once): ${link}`,
       ];
       return {
@@ -82,7 +86,7 @@ export const INVITATION_COMMANDS: readonly Command[] = [
   {
     group: 'member',
     action: 'invitations',
-    summary: 'outstanding invitations (each holds a key slot); lapsed ones are ended and free theirs',
+    summary: "outstanding invitations (a new member's holds a key slot); lapsed ones are ended and free theirs",
     usage: '--workspace <id>',
     options: { ...WORKSPACE },
     positionals: [0, 0],
@@ -99,13 +103,13 @@ export const INVITATION_COMMANDS: readonly Command[] = [
   {
     group: 'member',
     action: 'uninvite',
-    summary: 'cancel an outstanding invitation; its key slot frees',
+    summary: "cancel an outstanding invitation; a new member's frees its key slot",
     usage: '--workspace <id> --invitation <id>',
     options: { ...WORKSPACE, invitation: { type: 'string' } },
     positionals: [0, 0],
     async run(api, v) {
-      const out = await api.call<{ invitationId: string }>({ method: 'DELETE', path: apiPath('workspaces', need(v, 'workspace'), 'invitations', need(v, 'invitation')) });
-      return { json: out, human: [`cancelled invitation ${out.invitationId}; its key slot is free`] };
+      const out = await api.call<{ invitationId: string; freedKeySlot: boolean }>({ method: 'DELETE', path: apiPath('workspaces', need(v, 'workspace'), 'invitations', need(v, 'invitation')) });
+      return { json: out, human: [`cancelled invitation ${out.invitationId}${out.freedKeySlot ? '; its key slot is free' : ' (a passkey link: it held no key slot)'}`] };
     },
   },
 ];

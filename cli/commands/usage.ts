@@ -13,7 +13,7 @@ import type { RollupPeriod } from '../../lambdas/aggregator/aggregate';
 import type { UsageReport } from '../../lambdas/admin/usage-report';
 import { dayId, monthId } from '../../lambdas/core/windows';
 import { formatMoney } from '../../lambdas/core/money-format';
-import type { UsageRecord } from '../../lambdas/shared/records';
+import type { UsageRowView } from '../../lambdas/admin/views';
 import { ValidationError } from '../../lambdas/store/directory-errors';
 import { apiPath } from '../api-client';
 import type { Outcome } from '../commands';
@@ -26,12 +26,14 @@ const OPTIONS = {
   from: { type: 'string' },
   to: { type: 'string' },
   since: { type: 'string' },
-  // The global options, accepted here so the same argv reaches both functions below.
+  // Every global option (`sluice --help`), accepted here as by every command, so the same argv
+  // reaches both functions below. `--minor-units` changes how amounts are read, and usage reads none.
   stage: { type: 'string', default: 'local' },
   region: { type: 'string' },
   endpoint: { type: 'string' },
   json: { type: 'boolean' },
   csv: { type: 'boolean' },
+  'minor-units': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -45,7 +47,8 @@ export const USAGE_HELP = [
   '  --period day|month   default day',
   '  --from, --to         yyyy-mm-dd (day) or yyyy-mm (month), inclusive; default the last 7 days',
   '                       or the last 3 months, up to today (UTC)',
-  '  --stage, --region, --endpoint   as for every sluice command (default --stage local)',
+  '  --stage, --region, --endpoint, --minor-units   as for every sluice command (default --stage local;',
+  '                       usage reads no amount, so --minor-units changes nothing here)',
   '  spend is in the ledger currency and major units (USD 0.065); --json also gives chargeMicros, exact',
 ].join('\n');
 
@@ -121,17 +124,17 @@ export function renderUsage(report: UsageReport): Outcome {
   return { json: report, human, table: { header, rows } };
 }
 
-function renderRow(row: UsageRecord): Outcome {
+function renderRow(row: UsageRowView): Outcome {
   return {
     json: row,
     human: [
       `request    ${row.requestId}  (${row.family}${row.stream ? ', streamed' : ''})`,
-      `started    ${new Date(row.startedAt).toISOString()}  took ${row.durationMs} ms${row.firstByteMs === undefined ? '' : `, first byte ${row.firstByteMs} ms`}`,
-      `key        ${row.keyId}${row.memberId === undefined ? '' : `  member ${row.memberId}`}`,
-      `model      ${row.requestedModel}${row.servedBy === undefined ? '' : ` served by ${row.servedBy}`}${row.byok ? ' (own key)' : ''}`,
+      `started    ${row.startedAt}  took ${row.durationMs} ms${row.firstByteMs === null ? '' : `, first byte ${row.firstByteMs} ms`}`,
+      `key        ${row.keyId}${row.memberId === null ? '' : `  member ${row.memberId}`}`,
+      `model      ${row.requestedModel}${row.servedBy === null ? '' : ` served by ${row.servedBy}`}${row.byok ? ' (own key)' : ''}`,
       `status     ${row.status} ${row.outcome}  attempts ${row.attempts}`,
-      `tokens     input ${row.inputTokens} (cached ${row.cachedInputTokens}), output ${row.outputTokens} (reasoning ${row.reasoningTokens})`,
-      `charge     ${formatMoney(row.chargeMicros)} (held ${formatMoney(row.holdMicros)})`,
+      `tokens     input ${row.inputTokens} (cached ${row.cachedInputTokens}), output ${row.outputTokens} (reasoning ${row.reasoningTokens})${row.estimated ? ', counted by Sluice (the provider sent none)' : ''}`,
+      `charge     ${formatMoney(row.chargeMicros)} (held ${formatMoney(row.holdMicros)})${row.uncollectedMicros > 0 ? `, ${formatMoney(row.uncollectedMicros)} of it uncollected` : ''}`,
     ],
   };
 }
@@ -160,7 +163,7 @@ export async function runUsage(argv: readonly string[], io: MainIo): Promise<num
       const requestId = parsed.positionals[1];
       if (requestId === undefined || parsed.positionals.length !== 2) throw new ValidationError('usage: sluice usage request <request id> --workspace <id>');
       if (v.workspace === undefined || v.workspace === '') throw new ValidationError('--workspace is required');
-      const row = await target.api.call<UsageRecord>({
+      const row = await target.api.call<UsageRowView>({
         method: 'GET',
         path: apiPath('workspaces', v.workspace, 'requests', requestId),
         query: { since: v.since },

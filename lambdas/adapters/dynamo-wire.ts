@@ -167,8 +167,9 @@ export class DynamoWire implements DocumentSender {
   constructor(private readonly options: DynamoWireOptions) {
     this.url = new URL(options.endpoint);
     // No cap on sockets: a call must never wait in this process for a connection, since that wait
-    // would count against its budget. A deployed function serves one request at a time; local mode
-    // and the tests serve many at once and must not queue behind an arbitrary limit.
+    // would count against its budget. A function on demand serves one request at a time; on Lambda
+    // Managed Instances, in local mode and in the tests it serves many at once, and none may queue
+    // behind an arbitrary limit.
     this.pool = new Http1Pool(this.url, {
       ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
       timeoutError: () => Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' }),

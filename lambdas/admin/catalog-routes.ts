@@ -4,7 +4,9 @@
  * time. Rates travel as exact integers in the catalog's unit (thousandths of a minor unit per
  * million tokens); a provider's key travels in the add request's body only, to the secret store.
  */
+import { withoutCredentials } from '../catalog/base-url';
 import { parseCatalogEntries } from '../catalog/import';
+import { baseUrl as gatewayBaseUrl } from '../gateway/providers';
 import { addModel, addProvider, readCatalog, removeModel, removeProvider, writeCatalog } from '../store/directory-catalog';
 import { ValidationError } from '../store/directory-errors';
 import type { ProviderConfig } from '../shared/catalog-types';
@@ -64,13 +66,25 @@ function providerSummary(p: ProviderConfig): Record<string, string | boolean | r
   };
 }
 
+/**
+ * A provider as `provider list` shows it: `baseUrl` is the address the stage's gateway calls, so
+ * one that takes its address from the environment (local mode's simulator, `baseUrlEnv`) shows
+ * the address it has there, and null where the variable is unset and the provider has no address
+ * (the simulator on a deployed stage). An entry written before credentials were refused in the
+ * URL shows `***@` in their place.
+ */
+function listedProvider(p: ProviderConfig, env: Readonly<Record<string, string | undefined>>): Omit<ProviderConfig, 'baseUrl'> & { baseUrl: string | null } {
+  const address = gatewayBaseUrl(p, env);
+  return { ...p, baseUrl: address === undefined ? null : withoutCredentials(address) };
+}
+
 /** Every catalog route of the management API. */
 export const CATALOG_ROUTES: readonly Route[] = [
   {
     method: 'GET',
     pattern: ['catalog', 'providers'],
     async run({ deps }) {
-      return { body: { providers: (await readCatalog(deps.ctx)).providers } };
+      return { body: { providers: (await readCatalog(deps.ctx)).providers.map((p) => listedProvider(p, deps.env ?? {})) } };
     },
   },
   {

@@ -13,6 +13,11 @@ export interface AdminDeps {
   readonly balance: BalancePort;
   /** Where faults are reported by kind (never a body, a key or a secret). */
   readonly logFault?: (fields: Readonly<Record<string, string>>) => void;
+  /**
+   * The environment the stage's gateway shares, for what a provider takes from it (a base URL
+   * named by `baseUrlEnv`: local mode's simulator). @default none: providers list as catalogued
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** A match of a route: its parameters, decoded. */

@@ -32,6 +32,8 @@ import {
 } from '../store/directory-workspaces';
 import type { Route, RouteCall, RouteResult } from './ports';
 import { usageReport } from './usage-report';
+import { auditEntryView, usageRowView } from './views';
+import { formatMoney } from '../core/money-format';
 import { CATALOG_ROUTES } from './catalog-routes';
 
 export type { Route, RouteResult } from './ports';
@@ -91,10 +93,16 @@ function limitQuery(call: RouteCall, fallback: number): number {
   return Number(raw);
 }
 
+/**
+ * Minor units from a body as micro-units. `what` names the amount as a person calls it ("a
+ * credit"), since the CLI prints the message: never the body's field name, and money as `USD 0.00`.
+ */
 function micros(minor: number, what: string, opts: { allowZero?: boolean; signed?: boolean } = {}): number {
-  const min = opts.signed === true ? Number.MIN_SAFE_INTEGER : opts.allowZero === true ? 0 : 1;
   const m = minor * MICROS_PER_MINOR;
-  if (!Number.isSafeInteger(minor) || minor < min || !Number.isSafeInteger(m)) throw new ValidationError(`${what} is out of range`);
+  if (!Number.isSafeInteger(minor) || !Number.isSafeInteger(m)) throw new ValidationError(`${what} is too large to count exactly`);
+  if (opts.signed !== true && minor < (opts.allowZero === true ? 0 : 1)) {
+    throw new ValidationError(`${what} must be ${opts.allowZero === true ? 'at least' : 'more than'} ${formatMoney(0)}, got ${formatMoney(m)}`);
+  }
   return m;
 }
 
@@ -207,7 +215,7 @@ export const ROUTES: readonly Route[] = [
     action: 'workspace.low-credit',
     async run(call) {
       const minor = needIntOrNull(call, 'amountMinor');
-      const out = await setLowCreditThreshold(call.deps.ctx, { workspaceId: ws(call), thresholdMicros: minor === null ? null : micros(minor, 'amountMinor') });
+      const out = await setLowCreditThreshold(call.deps.ctx, { workspaceId: ws(call), thresholdMicros: minor === null ? null : micros(minor, 'a low-credit threshold') });
       return change(call, out, { lowCreditThresholdMicros: out.lowCreditThresholdMicros });
     },
   },
@@ -285,7 +293,7 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'members', ':member'],
     action: 'member.remove',
     async run(call) {
-      const out = await removeMember(call.deps.ctx, { workspaceId: ws(call), memberId: call.params['member'] ?? '', revokeKeys: flagQuery(call, 'revokeKeys') });
+      const out = await removeMember(call.deps.ctx, { workspaceId: ws(call), memberId: call.params['member'] ?? '', revokeKeys: flagQuery(call, 'revokeKeys'), by: call.principal });
       return change(call, out, { memberId: out.memberId, revokedKeyIds: out.revokedKeyIds, keptKeyIds: out.keptKeyIds });
     },
   },
@@ -302,19 +310,26 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'invitations'],
     action: 'member.invite',
     async run(call) {
-      const role = str(call, 'role') ?? 'member';
-      if (role !== 'member' && role !== 'owner') throw new ValidationError('role must be member or owner');
+      const role = str(call, 'role');
+      if (role !== undefined && role !== 'member' && role !== 'owner') throw new ValidationError('role must be member or owner');
       const hours = intOrNull(call, 'expiresInHours');
+      // `memberId` (or an e-mail a member already has, or the owner role) names an existing
+      // member: the invitation adds a passkey to them and holds no key slot.
+      const memberId = str(call, 'memberId');
+      const email = str(call, 'email');
+      if (memberId === undefined && (email === undefined || email === '')) throw new ValidationError('email is required');
       const out = await createInvitation(call.deps.ctx, {
         workspaceId: ws(call),
-        email: need(call, 'email'),
-        role,
+        ...(email === undefined ? {} : { email }),
+        ...(role === undefined ? {} : { role }),
+        ...(memberId === undefined ? {} : { memberId }),
         ...(hours === undefined || hours === null ? {} : { expiresInHours: hours }),
         invitedBy: call.principal,
       });
       // The token is in the answer only (it makes the link): never in the audit, a log or a table.
       const link = `/console/join#ws=${encodeURIComponent(ws(call))}&invitation=${encodeURIComponent(out.token)}`;
-      return change(call, { ...out, link }, { invitationId: out.invitation.invitationId, role, memberId: out.invitation.memberId }, 201);
+      const { invitation } = out;
+      return change(call, { ...out, link }, { invitationId: invitation.invitationId, role: invitation.role, memberId: invitation.memberId, kind: invitation.kind }, 201);
     },
   },
   {
@@ -392,7 +407,7 @@ export const ROUTES: readonly Route[] = [
     pattern: ['workspaces', ':ws', 'keys', ':key', 'revoke'],
     action: 'key.revoke',
     async run(call) {
-      const out = await revokeKey(call.deps.ctx, keyRef(call));
+      const out = await revokeKey(call.deps.ctx, { ...keyRef(call), by: call.principal });
       return change(call, out, { keyId: out.keyId, visible: out.visible, wasExpired: out.wasExpired });
     },
   },
@@ -402,7 +417,7 @@ export const ROUTES: readonly Route[] = [
     action: 'key.rotate',
     async run(call) {
       const expiresAt = instantOrNull(call, 'expiresAt');
-      const out = await rotateKey(call.deps.ctx, { ...keyRef(call), ...(expiresAt === undefined ? {} : { expiresAt }) });
+      const out = await rotateKey(call.deps.ctx, { ...keyRef(call), ...(expiresAt === undefined ? {} : { expiresAt }), by: call.principal });
       return change(call, out, { keyId: out.keyId, visible: out.visible, replacedVisible: out.replacedVisible });
     },
   },
@@ -417,7 +432,7 @@ export const ROUTES: readonly Route[] = [
       const reference = str(call, 'reference');
       const out = await call.deps.balance.credit({
         workspaceId: ws(call),
-        micros: micros(minor, 'amountMinor'),
+        micros: micros(minor, 'a credit'),
         ...(reference === undefined ? {} : { reference }),
         who: call.principal,
         requestId: call.requestId,
@@ -434,11 +449,12 @@ export const ROUTES: readonly Route[] = [
     action: 'credit.adjust',
     async run(call) {
       const minor = intOrNull(call, 'amountMinor');
-      if (minor === undefined || minor === null || minor === 0) throw new ValidationError('amountMinor is required and not zero');
+      if (minor === undefined || minor === null) throw new ValidationError('amountMinor is required');
+      if (minor === 0) throw new ValidationError(`an adjustment cannot be ${formatMoney(0)}: it changes the balance by a signed amount`);
       const reason = need(call, 'reason');
       const out = await call.deps.balance.adjust({
         workspaceId: ws(call),
-        deltaMicros: micros(minor, 'amountMinor', { signed: true }),
+        deltaMicros: micros(minor, 'an adjustment', { signed: true }),
         reason,
         who: call.principal,
         requestId: call.requestId,
@@ -536,7 +552,7 @@ export const ROUTES: readonly Route[] = [
       const requestId = call.params['request'] ?? '';
       const row = await findUsageRow(call.deps.ctx, { workspaceId: ws(call), requestId, sinceMs: since, untilMs: now });
       if (row === undefined) throw new UsageNotFoundError(requestId);
-      return { body: row };
+      return { body: usageRowView(row) };
     },
   },
   // Catalog: providers and models (their own file)
@@ -553,7 +569,7 @@ export const ROUTES: readonly Route[] = [
         ...(workspace === undefined ? { day } : { workspaceId: workspace === 'catalog' ? AUDIT_GLOBAL : workspace }),
         limit: limitQuery(call, 50),
       });
-      return { body: { entries } };
+      return { body: { entries: entries.map(auditEntryView) } };
     },
   },
 ];

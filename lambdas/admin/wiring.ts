@@ -23,11 +23,13 @@ export function makeAdminDeps(config: RuntimeConfig, env: NodeJS.ProcessEnv = pr
   } else {
     secrets = new SecretsManagerStore(new SecretsManagerClient({}));
   }
-  const ctx = { doc, tablePrefix: config.tablePrefix, stage: config.stage, secrets };
+  // The gateways' cache lifetime: a limit set on an untracked window is armed after it (`core/limit-arming.ts`).
+  const ctx = { doc, tablePrefix: config.tablePrefix, stage: config.stage, secrets, cacheTtlMs: config.cacheTtlMs };
   return {
     ctx,
     balance: new DynamoBalancePort(ctx),
     // One JSON line per fault, by kind: never a body, a key or a secret.
     logFault: (fields) => console.error(JSON.stringify({ level: 'error', ...fields })),
+    env,
   };
 }

@@ -1,16 +1,20 @@
 /**
- * The aggregator's arithmetic, pure: which totals items a usage row adds to, a batch's rows
- * summed per item, and a batch cut into transactions that DynamoDB accepts. No store, no clock.
+ * The aggregator's arithmetic, pure: which totals items a usage row adds to, which record of
+ * counted rows it goes in, a batch's rows summed per item, and a batch cut into transactions that
+ * DynamoDB accepts. No store, no clock.
  */
 import { dayId, monthId } from '../core/windows';
 import type { Outcome } from '../shared/records';
 import { shardOf } from '../store/keys';
-import { MAX_TRANSACT_ITEMS, ROLLUP_SHARDS, ROLLUP_SK, type RollupDelta, type RollupPeriod } from '../store/rollups';
+import { MAX_SEEN_PER_GROUP, MAX_TRANSACT_ITEMS, ROLLUP_SHARDS, ROLLUP_SK, seenGroupPk, type RollupDelta, type RollupPeriod } from '../store/rollups';
 
 /** The fields of a usage row the totals need, checked. */
 export interface UsageFacts {
   readonly workspaceId: string;
   readonly requestId: string;
+  /** The row's partition (`<workspaceId>#U<n>`) and when it settled (epoch ms): its counted-rows group. */
+  readonly usagePk: string;
+  readonly settledAt: number;
   readonly keyId: string;
   /** The model that served, or the one the request named when none did. */
   readonly model: string;
@@ -123,23 +127,33 @@ export function sumRows(rows: readonly UsageFacts[], shards: ReadonlyMap<string,
   return [...byItem.values()];
 }
 
+/** The record of counted rows a row goes in (`lambdas/store/rollups.ts`): its partition and when it settled. */
+export function seenGroupOf(u: Pick<UsageFacts, 'usagePk' | 'settledAt'>): string {
+  return seenGroupPk(u.usagePk, u.settledAt);
+}
+
 /**
- * Cuts rows, in order, into runs whose transaction (one marker per row plus one update per
- * distinct totals item) fits in {@link MAX_TRANSACT_ITEMS}. A run of one workspace's day holds up
- * to 100 − 2 × (1 + keys + models) rows.
+ * Cuts rows, in order, into runs whose transaction (one update per distinct group of counted rows
+ * plus one per distinct totals item) fits in {@link MAX_TRANSACT_ITEMS}, with at most
+ * {@link MAX_SEEN_PER_GROUP} rows of one group (each is a clause of that group's condition, and
+ * DynamoDB takes a condition of 4 KB at most).
  */
-export function chunkRows<T extends { readonly facts: UsageFacts }>(rows: readonly T[], limit = MAX_TRANSACT_ITEMS): T[][] {
+export function chunkRows<T extends { readonly facts: UsageFacts }>(rows: readonly T[], limit = MAX_TRANSACT_ITEMS, perGroup = MAX_SEEN_PER_GROUP): T[][] {
   const chunks: T[][] = [];
   let current: T[] = [];
   let items = new Set<string>();
+  let inGroup = new Map<string, number>();
   for (const row of rows) {
-    const ids = targets(row.facts).map((t) => itemId(row.facts.workspaceId, t));
+    const group = seenGroupOf(row.facts);
+    const ids = [...targets(row.facts).map((t) => itemId(row.facts.workspaceId, t)), `seen\u0000${group}`];
     const union = new Set([...items, ...ids]);
-    if (current.length > 0 && current.length + 1 + union.size > limit) {
+    if (current.length > 0 && (union.size > limit || (inGroup.get(group) ?? 0) >= perGroup)) {
       chunks.push(current);
       current = [];
       items = new Set(ids);
+      inGroup = new Map();
     } else items = union;
+    inGroup.set(group, (inGroup.get(group) ?? 0) + 1);
     current.push(row);
   }
   if (current.length > 0) chunks.push(current);

@@ -21,6 +21,7 @@ import type {
   ProviderConfig,
 } from '../shared/catalog-types';
 import type { EndpointFamily } from '../shared/records';
+import { baseUrlProblem } from './base-url';
 import { CatalogValidationError } from './errors';
 import { isModelFieldShaped, isProviderName, parsePinnedId } from './ids';
 
@@ -72,7 +73,8 @@ export function catalogItemToProvider(item: Readonly<Record<string, unknown>>): 
   if (item['kind'] !== 'provider' || typeof item['pk'] !== 'string' || !item['pk'].startsWith(PROVIDER_PK_PREFIX)) {
     throw new CatalogValidationError(`${where}: not a provider item`);
   }
-  const provider = parseProviderConfig(item['data'], where);
+  // Stored: valid when written. A base-URL rule tightened since must not make the catalog unreadable.
+  const provider = parseProviderConfig(item['data'], where, { stored: true });
   if (providerPk(provider.name) !== item['pk']) throw new CatalogValidationError(`${where}: data.name does not match pk`);
   return provider;
 }
@@ -203,24 +205,34 @@ const PROVIDER_FIELDS = [
   'baseUrlEnv',
 ] as const;
 
-/** Validates one provider entry strictly; `where` names it in errors. */
-export function parseProviderConfig(value: unknown, where: string): ProviderConfig {
+/** The base-URL rule items stored before `baseUrlProblem` are held to: absolute http(s), no query or fragment. */
+function storedBaseUrlProblem(baseUrl: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must be http or https';
+  return url.search !== '' || url.hash !== '' ? 'must carry no query or fragment' : undefined;
+}
+
+/**
+ * Validates one provider entry strictly; `where` names it in errors. The base URL is held to
+ * `baseUrlProblem` (`http(s)://host[:port]/path`, no credential), except for an entry read back
+ * from the table (`stored`), which is held to the rule it was written under.
+ */
+export function parseProviderConfig(value: unknown, where: string, opts: { readonly stored?: boolean } = {}): ProviderConfig {
   const f: Fields = new Fields(value, where, PROVIDER_FIELDS);
   const name = f.string('name');
   if (!isProviderName(name)) {
     f.fail('name', 'must be lower-case letters, digits, . _ - (no slash), and not profile or sluice');
   }
   const baseUrl = f.string('baseUrl');
-  let url: URL;
-  try {
-    url = new URL(baseUrl);
-  } catch {
-    f.fail('baseUrl', 'must be an absolute URL');
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') f.fail('baseUrl', 'must be http or https');
+  const problem = opts.stored === true ? storedBaseUrlProblem(baseUrl) : baseUrlProblem(baseUrl);
+  if (problem !== undefined) f.fail('baseUrl', problem);
   // The gateway appends `/chat/completions`; a trailing slash would double it.
   if (baseUrl.endsWith('/')) f.fail('baseUrl', 'must not end with a slash');
-  if (url.search !== '' || url.hash !== '') f.fail('baseUrl', 'must carry no query or fragment');
 
   const authFields: Fields = new Fields(f.raw('auth'), `${where} auth`, ['header', 'prefix']);
   const header = authFields.string('header');

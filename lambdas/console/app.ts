@@ -8,6 +8,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simp
 import { AdminError } from '../store/directory-errors';
 import { deleteSession } from '../store/console-auth';
 import { clearedSessionCookie, html, json, redirect, refusal, sessionCookie, type ConsoleRequest, type ConsoleResponse } from './http';
+import { CONSOLE_ICON_PATHS, CONSOLE_ICON_SVG } from './icon';
 import { pageFrame } from './layout';
 import { joinOptions, joinVerify, signInOptions, signInVerify, SignInError, type NewSession } from './passkeys';
 import { joinPage, signInPage } from './pages';
@@ -103,6 +104,22 @@ async function serveApi(req: ConsoleRequest, deps: ConsoleDeps, rest: string[]):
   return asConsoleResponse(res, req.requestId);
 }
 
+/** The icon: public, the same for everyone, so a browser may keep it for a day. */
+function icon(requestId: string): ConsoleResponse {
+  return {
+    status: 200,
+    headers: {
+      'content-type': 'image/svg+xml',
+      'cache-control': 'public, max-age=86400',
+      'x-content-type-options': 'nosniff',
+      'content-security-policy': "default-src 'none'",
+      'x-sluice-request-id': requestId,
+      'x-request-id': requestId,
+    },
+    body: CONSOLE_ICON_SVG,
+  };
+}
+
 function me(s: ConsoleSession): Record<string, unknown> {
   return { workspaceId: s.workspaceId, memberId: s.memberId, email: s.email, role: s.role };
 }
@@ -119,6 +136,7 @@ function segmentsOf(path: string): string[] | undefined {
 export async function handleConsole(req: ConsoleRequest, deps: ConsoleDeps): Promise<ConsoleResponse> {
   const parts = segmentsOf(req.path);
   const method = req.method.toUpperCase();
+  if (CONSOLE_ICON_PATHS.includes(req.path) && (method === 'GET' || method === 'HEAD')) return icon(req.requestId);
   if (parts === undefined || parts[0] !== 'console') return refusal(404, 'not_found_error', 'route_not_found', `no console route at ${req.path}`, req.requestId);
   const rest = parts.slice(1);
   const isApi = rest[0] === 'api';

@@ -2,6 +2,7 @@
  * The console's page frame and HTML helpers: every value written into a page goes through
  * `esc`, so nothing a person typed (a key name, an e-mail) can become markup.
  */
+import { CONSOLE_ICON_PATH } from './icon';
 import type { ConsoleSession } from './ports';
 
 /** Escapes text for HTML text and attribute values. */
@@ -43,6 +44,7 @@ export function pageFrame(input: { title: string; path: string; session?: Consol
 <meta name="viewport" content="width=device-width, initial-scale=1">
 ${s === undefined ? '' : `<meta name="sluice-csrf" content="${esc(s.csrf)}">`}
 <title>${esc(input.title)} · Sluice console</title>
+<link rel="icon" href="${CONSOLE_ICON_PATH}" type="image/svg+xml">
 <link rel="stylesheet" href="/console/assets/console.css">
 <script src="/console/assets/console.js" defer></script>
 </head>
@@ -68,7 +70,7 @@ ${input.main}
 export function table(headers: readonly string[], rows: readonly (readonly string[])[], testId: string): string {
   const head = headers.map((h) => `<th scope="col">${esc(h)}</th>`).join('');
   const body = rows.length === 0 ? `<tr><td colspan="${headers.length}" class="empty">None yet.</td></tr>` : rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('');
-  return `<table data-testid="${esc(testId)}"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+  return `<table data-testid="${esc(testId)}" data-refresh><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
 }
 
 /**
@@ -77,9 +79,11 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
  * `amountMinor`, lines → an array, date → an ISO instant).
  */
 export function apiForm(input: { api: string; fields: string; submit: string; disabled?: boolean; testId: string; confirm?: string }): string {
+  // A disabled fieldset disables every control in it, inputs with their button: nothing looks
+  // editable that cannot be sent.
   const dis = input.disabled === true ? ' disabled' : '';
-  return `<form class="api" data-api="${esc(input.api)}" data-testid="${esc(input.testId)}"${input.confirm === undefined ? '' : ` data-confirm="${esc(input.confirm)}"`}>
-${input.fields}<button type="submit"${dis}>${esc(input.submit)}</button></form>`;
+  return `<form class="api" data-api="${esc(input.api)}" data-testid="${esc(input.testId)}"${input.confirm === undefined ? '' : ` data-confirm="${esc(input.confirm)}"`}><fieldset${dis}>
+${input.fields}<button type="submit">${esc(input.submit)}</button></fieldset></form>`;
 }
 
 /** A button that sends one change. */

@@ -6,12 +6,13 @@ import type { UsageReport } from '../admin/usage-report';
 import { daySeries } from '../core/usage-series';
 import type { UsageRecord } from '../shared/records';
 import { recentUsageRows } from '../store/console-usage';
+import { readCatalog } from '../store/directory-catalog';
 import type { InvitationView } from '../store/directory-invitations';
 import type { KeyDetail, KeyView } from '../store/directory-keys';
 import type { WorkspaceView } from '../store/directory-workspaces';
 import type { ConsoleRequest } from './http';
 import { pageFrame } from './layout';
-import { keysPage, membersPage, routingPage, settingsPage, usagePage, workspacePage } from './pages';
+import { keysPage, membersPage, routingPage, settingsPage, usagePage, workspacePage, type NotYetCounted } from './pages';
 import type { ConsoleDeps, ConsoleSession } from './ports';
 import { readWorkspace } from './session-api';
 
@@ -28,6 +29,19 @@ export const PAGE_TITLES: Readonly<Record<string, string>> = {
 /** Days the usage page covers, today included. */
 const USAGE_DAYS = 30;
 
+/**
+ * What today's recent requests hold beyond today's rollup: at least that much is not counted in
+ * the totals yet (the aggregator adds a request a few seconds after it ends). A lower bound, and
+ * never below zero: the recent list may not reach back over the whole day.
+ */
+export function notYetCounted(recent: readonly Pick<UsageRecord, 'startedAt' | 'chargeMicros'>[], today: { requests: number; chargeMicros: number } | undefined, day: string): NotYetCounted {
+  const rows = recent.filter((r) => new Date(r.startedAt).toISOString().slice(0, 10) === day);
+  const requests = rows.length - (today?.requests ?? 0);
+  if (requests <= 0) return { requests: 0, chargeMicros: 0 };
+  const charge = rows.reduce((a, r) => a + r.chargeMicros, 0) - (today?.chargeMicros ?? 0);
+  return { requests, chargeMicros: Math.max(0, charge) };
+}
+
 type Member = { memberId: string; role: 'owner' | 'member'; email: string | null; monthlyLimitMicros: number | null };
 
 async function main(deps: ConsoleDeps, s: ConsoleSession, page: string, requestId: string, w: WorkspaceView): Promise<string> {
@@ -36,9 +50,10 @@ async function main(deps: ConsoleDeps, s: ConsoleSession, page: string, requestI
     case '':
       return workspacePage(s, w, deps.keyRatePerMinute);
     case 'keys': {
-      const { keys } = await read<{ keys: KeyView[] }>(['keys']);
-      const details = await Promise.all(keys.map((k) => read<KeyDetail>(['keys', k.keyId])));
-      return keysPage(s, details, w.keySlots);
+      const [{ keys }, { members }] = await Promise.all([read<{ keys: KeyView[] }>(['keys'], { all: 'true' }), read<{ members: Member[] }>(['members'])]);
+      const live = await Promise.all(keys.filter((k) => k.state === 'live').map((k) => read<KeyDetail>(['keys', k.keyId])));
+      const email = new Map(members.map((m) => [m.memberId, m.email ?? m.memberId]));
+      return keysPage(s, { live, all: keys, slotsHeld: w.keySlots, emailOf: (id) => email.get(id) });
     }
     case 'usage': {
       const now = (deps.now ?? deps.admin.ctx.now ?? Date.now)();
@@ -58,7 +73,16 @@ async function main(deps: ConsoleDeps, s: ConsoleSession, page: string, requestI
         byKey: daySeries(from, to, report.byKey.map((r) => ({ periodId: r.periodId, id: r.id ?? null, chargeMicros: r.chargeMicros })), keyName),
         byMember: daySeries(from, to, report.byMember.map((r) => ({ periodId: r.periodId, id: r.memberId, chargeMicros: r.chargeMicros })), (id) => (id === null ? 'nobody (key kept after removal)' : (email.get(id) ?? id))),
       };
-      return usagePage({ from, to, totalMicros: report.total.chargeMicros, charts, recent: recent as UsageRecord[], keyName: (id) => keyName(id) });
+      return usagePage({
+        from,
+        to,
+        totalMicros: report.total.chargeMicros,
+        totalRequests: report.total.requests,
+        notYetCounted: notYetCounted(recent, report.totals.find((t) => t.periodId === to), to),
+        charts,
+        recent,
+        keyName: (id) => keyName(id),
+      });
     }
     case 'members': {
       const [{ members }, { invitations }] = await Promise.all([read<{ members: Member[] }>(['members']), read<{ invitations: InvitationView[] }>(['invitations'])]);
@@ -69,8 +93,10 @@ async function main(deps: ConsoleDeps, s: ConsoleSession, page: string, requestI
       return routingPage(profiles);
     }
     case 'settings': {
-      const { providers } = await read<{ providers: string[] }>(['byok']);
-      return settingsPage(s, providers, w.lowCreditThreshold?.micros ?? null);
+      const [{ providers }, catalog] = await Promise.all([read<{ providers: string[] }>(['byok']), readCatalog(deps.admin.ctx)]);
+      // Only a provider the service reaches with a key of its own can take the workspace's own.
+      const offered = catalog.providers.filter((p) => p.keySource !== 'none').map((p) => ({ name: p.name, displayName: p.displayName }));
+      return settingsPage(s, providers, offered, w.lowCreditThreshold?.micros ?? null);
     }
     default:
       throw new Error(`no page ${page}`);

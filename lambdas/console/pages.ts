@@ -3,16 +3,26 @@
  * the data and the session and returns the page's `main`. Owner-only controls are shown to
  * members disabled with a note; the server refuses them anyway (403).
  */
-import { formatMoney, MICROS_PER_MINOR } from '../core/money-format';
+import { formatMoney, formatMoneyRounded, MICROS_PER_MINOR } from '../core/money-format';
 import type { DaySeries } from '../core/usage-series';
 import type { UsageRecord } from '../shared/records';
 import type { InvitationView } from '../store/directory-invitations';
-import type { KeyDetail } from '../store/directory-keys';
+import type { KeyDetail, KeyView } from '../store/directory-keys';
 import type { WorkspaceView } from '../store/directory-workspaces';
 import { apiButton, apiForm, esc, jsonBlock, ownerOnly, table } from './layout';
 import type { ConsoleSession } from './ports';
 
-const money = (micros: number | null | undefined): string => (micros === null || micros === undefined ? '—' : esc(formatMoney(micros)));
+/**
+ * An amount in people's precision (cents; more places only below a cent), with the exact figure
+ * one hover (the title) or one click (the page script swaps the two) away when they differ.
+ */
+const money = (micros: number | null | undefined): string => {
+  if (micros === null || micros === undefined) return '—';
+  const shown = formatMoneyRounded(micros);
+  const exact = formatMoney(micros);
+  if (shown === exact) return esc(shown);
+  return `<span class="money" tabindex="0" role="button" title="Exactly ${esc(exact)} (click to show)" data-exact="${esc(exact)}" data-shown="${esc(shown)}">${esc(shown)}</span>`;
+};
 const minorMoney = (minor: number): string => money(minor * MICROS_PER_MINOR);
 const moneyField = (name: string, label: string, placeholder = '20.00'): string =>
   `<label>${esc(label)} <input name="${esc(name)}" data-kind="money" inputmode="decimal" placeholder="${esc(placeholder)}" autocomplete="off"></label>`;
@@ -45,6 +55,20 @@ ${apiForm({ api: 'PUT /console/api/monthly-limit', testId: 'monthly-limit-form',
 ${ownerOnly(s, 'change the spend-rate cap or the monthly limit')}`;
 }
 
+const when = (iso: string | null): string => (iso === null ? '—' : `<time class="nowrap" datetime="${esc(iso)}">${esc(iso.slice(0, 16).replace('T', ' '))}</time>`);
+
+/**
+ * Who a management principal is, for the people of the workspace: a member by e-mail, or the
+ * operator (whose IAM identity is not the workspace's business).
+ */
+export function principalName(principal: string | null, workspaceId: string, emailOf: (memberId: string) => string | undefined): string {
+  if (principal === null) return 'not recorded';
+  const m = /^console:([^/]+)\/(mem_[0-9a-f]+)$/.exec(principal);
+  if (m === null) return 'an operator (sluice CLI)';
+  if (m[1] !== workspaceId) return 'someone outside this workspace';
+  return emailOf(m[2] as string) ?? `a former member (${m[2] as string})`;
+}
+
 function keyRow(k: KeyDetail): string[] {
   const limit = k.creditLimit === null ? 'None' : `${money(k.creditLimit.micros)} ${esc(k.creditLimit.window)}`;
   const windowCell = k.window === null ? '—' : `${money(k.window.settledMicros)} settled, ${money(k.window.heldMicros)} held`;
@@ -52,13 +76,40 @@ function keyRow(k: KeyDetail): string[] {
     apiButton({ api: `POST /console/api/keys/${k.keyId}/rotate`, label: 'Rotate', testId: `rotate-${k.visible}`, confirm: 'Rotate? The key ends now and a new one replaces it.' }),
     apiButton({ api: `POST /console/api/keys/${k.keyId}/revoke`, label: 'Revoke', testId: `revoke-${k.visible}`, confirm: 'Revoke this key? Requests with it are refused from now on.' }),
   ].join(' ');
-  return [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), esc(k.state), esc(k.expiresAt?.slice(0, 10) ?? 'Never'), limit, windowCell, esc(k.lastUsedAt?.slice(0, 19).replace('T', ' ') ?? '—'), actions];
+  return [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), esc(k.expiresAt?.slice(0, 10) ?? 'Never'), limit, windowCell, esc(k.lastUsedAt?.slice(0, 19).replace('T', ' ') ?? '—'), actions];
 }
 
-/** Keys: mint (shown once), list by visible part, revoke, rotate. */
-export function keysPage(s: ConsoleSession, keys: readonly KeyDetail[], slotsHeld: number): string {
+/** An ended key: how and when it ended, by whom; an expired one can still be revoked (SPEC: never renewed). */
+function endedRow(k: KeyView, all: readonly KeyView[], by: (principal: string | null) => string): { at: string; cells: string[] } {
+  if (k.state === 'expired') {
+    const revoke = apiButton({ api: `POST /console/api/keys/${k.keyId}/revoke`, label: 'Revoke', testId: `revoke-${k.visible}`, confirm: 'Revoke this expired key? Its key slot frees.' });
+    return { at: k.expiresAt ?? '', cells: [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), 'Expired: holds its key slot until revoked; never renewed', when(k.expiresAt), 'its expiry date', revoke] };
+  }
+  const replacement = all.find((r) => r.keyId === k.keyId && r.createdAt === k.revokedAt && r.visible !== k.visible);
+  const how =
+    k.endedHow === 'rotated'
+      ? `Rotated${replacement === undefined ? '' : `: replaced by <code>${esc(replacement.visible)}</code>`}`
+      : k.endedHow === 'member-removed'
+        ? 'Revoked when its member was removed'
+        : k.endedHow === 'revoked'
+          ? 'Revoked'
+          : 'Ended';
+  return { at: k.revokedAt ?? '', cells: [`<code>${esc(k.visible)}</code>`, esc(k.name ?? ''), how, when(k.revokedAt), esc(by(k.endedBy)), ''] };
+}
+
+/** Keys: mint (shown once), the keys in use (revoke, rotate), and the keys that ended, with when and by whom. */
+export function keysPage(
+  s: ConsoleSession,
+  input: { live: readonly KeyDetail[]; all: readonly KeyView[]; slotsHeld: number; emailOf: (memberId: string) => string | undefined },
+): string {
+  const by = (principal: string | null): string => principalName(principal, s.workspaceId, input.emailOf);
+  const ended = input.all
+    .filter((k) => k.state !== 'live')
+    .map((k) => endedRow(k, input.all, by))
+    .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0))
+    .map((r) => r.cells);
   return `
-<p>A key is shown once, when it is made, and never again: Sluice keeps only a hash of it. A workspace holds at most five keys; outstanding invitations hold a slot each (<span data-testid="slots">${slotsHeld} of 5</span> held).</p>
+<p>A key is shown once, when it is made, and never again: Sluice keeps only a hash of it. A workspace holds at most five keys; outstanding invitations of new members hold a slot each (<span data-testid="slots" data-refresh>${input.slotsHeld} of 5</span> held).</p>
 ${apiForm({
   api: 'POST /console/api/keys',
   testId: 'create-key',
@@ -66,7 +117,10 @@ ${apiForm({
   fields: `<label>Name <input name="name" maxlength="64" placeholder="ci" autocomplete="off"></label>
 <label>Expires (optional) <input name="expiresAt" type="date" data-kind="date"></label>`,
 })}
-${table(['Key', 'Name', 'State', 'Expires', 'Credit limit', "Window's spend", 'Last used', ''], keys.map(keyRow), 'keys')}
+${table(['Key', 'Name', 'Expires', 'Credit limit', "Window's spend", 'Last used', ''], input.live.map(keyRow), 'keys')}
+<h2>Ended keys</h2>
+<p>A revoked or rotated key is refused like one never issued. An expired key is refused with <code>key_expired</code>, keeps its slot until it is revoked, and is never renewed: make a new key instead.</p>
+${table(['Key', 'Name', 'How it ended', 'When (UTC)', 'By', ''], ended, 'ended-keys')}
 <p class="note">Signed in as ${esc(s.email ?? s.memberId)}: keys you create count against your own monthly limit.</p>`;
 }
 
@@ -88,15 +142,46 @@ function requestRow(r: UsageRecord, keyName: (id: string) => string): string[] {
   ];
 }
 
-/** Usage: charts per day by model, key and member; recent requests; lookup by request id. */
-export function usagePage(input: { from: string; to: string; totalMicros: number; charts: UsageCharts; recent: readonly UsageRecord[]; keyName: (id: string) => string }): string {
+/**
+ * What the recent requests show that the daily totals do not hold yet: today's rows among the
+ * recent ones beyond today's rollup, a lower bound (the totals count a request a few seconds
+ * after it ends; the recent requests are read as they are written).
+ */
+export interface NotYetCounted {
+  readonly requests: number;
+  readonly chargeMicros: number;
+}
+
+const plural = (n: number, one: string, many: string): string => `${n} ${n === 1 ? one : many}`;
+
+/** Usage: totals, charts per day by model, key and member; recent requests; lookup by request id. */
+export function usagePage(input: {
+  from: string;
+  to: string;
+  totalMicros: number;
+  totalRequests: number;
+  notYetCounted: NotYetCounted;
+  charts: UsageCharts;
+  recent: readonly UsageRecord[];
+  keyName: (id: string) => string;
+}): string {
+  const lag = input.notYetCounted.requests > 0
+    ? `<p class="pending" data-testid="usage-pending">Not in these totals yet: at least ${plural(input.notYetCounted.requests, 'request', 'requests')} (${money(input.notYetCounted.chargeMicros)}) listed under Recent requests below. Reload in a few seconds to see ${input.notYetCounted.requests === 1 ? 'it' : 'them'} counted.</p>`
+    : '';
+  // An empty chart says so in words instead of drawing an axis of zeros.
+  const figure = (series: keyof UsageCharts, caption: string, testId: string): string =>
+    input.charts[series].series.length === 0
+      ? `<figure><figcaption>${esc(caption)} (USD)</figcaption><p class="note chart-empty" data-testid="${testId}" data-empty>No spend counted in these days yet.</p></figure>`
+      : `<figure><figcaption>${esc(caption)} (USD)</figcaption><div class="chart" data-series="${series}" data-testid="${testId}"></div></figure>`;
   return `
-<p>From ${esc(input.from)} to ${esc(input.to)} (UTC): <strong data-testid="usage-total">${money(input.totalMicros)}</strong>. Daily totals come from the rollups, a few seconds behind the requests.</p>
+<p>From ${esc(input.from)} to ${esc(input.to)} (UTC): <strong data-testid="usage-total">${money(input.totalMicros)}</strong> in ${plural(input.totalRequests, 'request', 'requests')}.</p>
+<p class="note" data-testid="usage-lag">The totals and charts count each request a few seconds after it ends (they are added up per day in the background); Recent requests below lists each request as soon as it ends.</p>
+${lag}
 ${jsonBlock('usage-charts', input.charts)}
 <div class="charts">
-<figure><figcaption>Spend per day by model</figcaption><div class="chart" data-series="byModel" data-testid="chart-model"></div></figure>
-<figure><figcaption>Spend per day by key</figcaption><div class="chart" data-series="byKey" data-testid="chart-key"></div></figure>
-<figure><figcaption>Spend per day by member</figcaption><div class="chart" data-series="byMember" data-testid="chart-member"></div></figure>
+${figure('byModel', 'Spend per day by model', 'chart-model')}
+${figure('byKey', 'Spend per day by key', 'chart-key')}
+${figure('byMember', 'Spend per day by member', 'chart-member')}
 </div>
 <h2>Recent requests</h2>
 ${table(['Started (UTC)', 'Request id', 'Model', 'Key', 'Outcome', 'Charge'], input.recent.map((r) => requestRow(r, input.keyName)), 'recent-requests')}
@@ -105,35 +190,58 @@ ${table(['Started (UTC)', 'Request id', 'Model', 'Key', 'Outcome', 'Charge'], in
 <pre class="lookup-result" data-testid="lookup-result" hidden></pre>`;
 }
 
-/** Members: who is in, outstanding invitations, invite, monthly limits, remove. */
+/**
+ * Members: who is in, their monthly limits, a new passkey for someone who lost theirs, removal;
+ * outstanding invitations; invite. Each control has its own cell; a member sees them all
+ * disabled (inputs too), with a note.
+ */
 export function membersPage(
   s: ConsoleSession,
   members: readonly { memberId: string; role: string; email: string | null; monthlyLimitMicros: number | null }[],
   invitations: readonly InvitationView[],
 ): string {
   const owner = s.role === 'owner';
-  const memberRows = members.map((m) => [
-    esc(m.email ?? '—'),
-    esc(m.role),
-    m.monthlyLimitMicros === null ? 'None' : money(m.monthlyLimitMicros),
-    m.role === 'owner'
-      ? ''
-      : `${apiForm({ api: `PUT /console/api/members/${m.memberId}/monthly-limit`, testId: `limit-${m.memberId}`, submit: 'Set limit', disabled: !owner, fields: moneyField('amountMinor', 'Monthly limit', '100.00') })}
-${apiForm({ api: `DELETE /console/api/members/${m.memberId}`, testId: `remove-${m.memberId}`, submit: 'Remove', disabled: !owner, confirm: 'Remove this member?', fields: '<label><input type="checkbox" name="revokeKeys" data-kind="query"> also revoke the keys made for them</label>' })}`,
-  ]);
+  const memberRows = members.map((m) => {
+    const who = m.email ?? m.memberId;
+    const passkey = apiButton({
+      api: 'POST /console/api/invitations',
+      label: 'New passkey link',
+      testId: `passkey-${m.memberId}`,
+      disabled: !owner,
+      body: { memberId: m.memberId },
+      confirm: `Make a link that adds a passkey to ${who}? Their keys, limits and role stay as they are.`,
+    });
+    if (m.role === 'owner') return [esc(m.email ?? '—'), esc(m.role), m.monthlyLimitMicros === null ? 'None' : money(m.monthlyLimitMicros), '', passkey, ''];
+    return [
+      esc(m.email ?? '—'),
+      esc(m.role),
+      m.monthlyLimitMicros === null ? 'None' : money(m.monthlyLimitMicros),
+      apiForm({ api: `PUT /console/api/members/${m.memberId}/monthly-limit`, testId: `limit-${m.memberId}`, submit: 'Set limit', disabled: !owner, fields: moneyField('amountMinor', 'Monthly limit (empty: none)', '100.00') }),
+      passkey,
+      apiForm({
+        api: `DELETE /console/api/members/${m.memberId}`,
+        testId: `remove-${m.memberId}`,
+        submit: 'Remove',
+        disabled: !owner,
+        confirm: `Remove ${who} from the workspace?`,
+        fields: '<label class="check"><input type="checkbox" name="revokeKeys" data-kind="query"> <span>also revoke the keys made for them</span></label>',
+      }),
+    ];
+  });
   const inviteRows = invitations.map((i) => [
     esc(i.email),
-    esc(i.role),
+    i.kind === 'passkey' ? `A new passkey for this ${esc(i.role)} (no key slot)` : `Joins as ${esc(i.role)} (holds a key slot)`,
     esc(i.expiresAt.slice(0, 16).replace('T', ' ')),
     apiButton({ api: `DELETE /console/api/invitations/${i.invitationId}`, label: 'Cancel', testId: `cancel-${i.email}`, disabled: !owner }),
   ]);
   return `
-${table(['E-mail', 'Role', 'Monthly limit', ''], memberRows, 'members')}
+${table(['E-mail', 'Role', 'Monthly limit', 'Set the monthly limit', 'Lost passkey', 'Remove'], memberRows, 'members')}
+<p class="note">Lost a passkey, or want one on another device? <strong>New passkey link</strong> makes a link that adds a passkey to that member: send it to them. Their keys, limits and role stay as they are, and the link holds no key slot. An owner who lost theirs asks the Sluice operator for one (<code>sluice member invite --owner</code>).</p>
 <h2>Invitations</h2>
-<p>An outstanding invitation holds one of the workspace's five key slots until it is accepted, cancelled or lapses.</p>
-${table(['E-mail', 'Role', 'Expires (UTC)', ''], inviteRows, 'invitations')}
+<p>An invitation for someone new holds one of the workspace's five key slots until it is accepted, cancelled or lapses. A passkey link for an existing member holds none.</p>
+${table(['E-mail', 'For', 'Expires (UTC)', ''], inviteRows, 'invitations')}
 ${apiForm({ api: 'POST /console/api/invitations', testId: 'invite', submit: 'Invite', disabled: !owner, fields: '<label>E-mail <input name="email" type="email" required autocomplete="off"></label>' })}
-${ownerOnly(s, 'invite, limit or remove members')}`;
+${ownerOnly(s, 'invite, limit or remove members, or make passkey links')}`;
 }
 
 /** Routing profiles: create, reorder, make default, delete. */
@@ -159,15 +267,27 @@ ${apiForm({
   api: 'POST /console/api/profiles',
   testId: 'create-profile',
   submit: 'Create profile',
-  fields: `<label>Name <input name="identifier" required pattern="[a-z0-9][a-z0-9._-]*" autocomplete="off"></label>
+  fields: `<label>Name <input name="identifier" required pattern="[a-z0-9][a-z0-9._\\-]*" autocomplete="off"></label>
 <label>Models, one per line <textarea name="models" data-kind="lines" rows="3" required></textarea></label>`,
 })}`;
 }
 
+/** A catalogued provider a workspace may bring its own key for. */
+export interface ByokProvider {
+  readonly name: string;
+  readonly displayName: string;
+}
+
 /** Settings: bring-your-own provider keys (never shown) and the low-credit threshold. */
-export function settingsPage(s: ConsoleSession, byok: readonly string[], lowCreditMicros: number | null): string {
+export function settingsPage(s: ConsoleSession, byok: readonly string[], providers: readonly ByokProvider[], lowCreditMicros: number | null): string {
   const owner = s.role === 'owner';
-  const rows = byok.map((p) => [esc(p), 'set (never shown)', apiButton({ api: `DELETE /console/api/byok/${p}`, label: 'Remove', testId: `byok-remove-${p}`, disabled: !owner })]);
+  const display = new Map(providers.map((p) => [p.name, p.displayName]));
+  const rows = byok.map((p) => [
+    `${esc(display.get(p) ?? p)} <code>${esc(p)}</code>`,
+    'set (never shown)',
+    apiButton({ api: `DELETE /console/api/byok/${p}`, label: 'Remove', testId: `byok-remove-${p}`, disabled: !owner }),
+  ]);
+  const options = providers.map((p) => `<option value="${esc(p.name)}">${esc(p.displayName)} (${esc(p.name)})${byok.includes(p.name) ? ' · set' : ''}</option>`).join('');
   return `
 <h2>Your own provider keys</h2>
 <p>With a key of your own for a provider, every request to that provider runs on it and the provider bills you directly. A key set here is stored in the secret store and never shown again.</p>
@@ -177,7 +297,7 @@ ${apiForm({
   testId: 'byok-set',
   submit: 'Set key',
   disabled: !owner,
-  fields: `<label>Provider <input name="provider" data-kind="path" required autocomplete="off"></label>
+  fields: `<label>Provider <select name="provider" data-kind="path" required><option value="">Choose a provider…</option>${options}</select></label>
 <label>API key <input name="apiKey" type="password" required autocomplete="off"></label>`,
 })}
 <h2>Low-credit notice</h2>
@@ -186,16 +306,21 @@ ${apiForm({ api: 'PUT /console/api/low-credit', testId: 'low-credit-form', submi
 ${ownerOnly(s, 'change provider keys or the low-credit threshold')}`;
 }
 
-/** Sign-in with a passkey. */
+/** Sign-in with a passkey, and what to do without one. */
 export function signInPage(): string {
   return `
 <p>Sign in with the passkey you made when you accepted your invitation. There is no password.</p>
-<button type="button" id="signin" data-testid="signin">Sign in with a passkey</button>`;
+<button type="button" id="signin" data-testid="signin">Sign in with a passkey</button>
+<h2>Lost your passkey?</h2>
+<div data-testid="lost-passkey">
+<p>Nobody can recover a passkey, and there is no password to reset. Ask your workspace's owner for a new passkey link: they make one on the Members page (<strong>New passkey link</strong>), and opening it on your device adds a passkey to your membership. Your keys, limits and role stay as they are.</p>
+<p>If you are the owner, ask your Sluice operator: they send you a new link with <code>sluice member invite --owner</code>.</p>
+</div>`;
 }
 
 /** Joining through an invitation: the link's fragment holds the invitation (never sent to a server log). */
 export function joinPage(): string {
   return `
-<p>You were invited to a Sluice workspace. Make a passkey for this console to accept: your device keeps it, and Sluice stores only its public half.</p>
+<p>You were invited to a Sluice workspace, or sent a link to add a passkey to your membership. Make a passkey for this console to accept: your device keeps it, and Sluice stores only its public half.</p>
 <button type="button" id="join" data-testid="join">Accept and make a passkey</button>`;
 }

@@ -118,8 +118,9 @@ export async function joinOptions(deps: ConsoleDeps, input: { workspaceId: strin
 
 /**
  * Verifies the invitee's new passkey, accepts the invitation (one transaction: the invitation
- * ends, its slot frees, the member and the passkey are written), audits the join under the new
- * member, and signs them in.
+ * ends, a join invitation's slot frees, the member and the passkey are written), audits it under
+ * the member (`member.join`, or `member.passkey` when an existing member added a passkey), and
+ * signs them in.
  */
 export async function joinVerify(
   deps: ConsoleDeps,
@@ -151,7 +152,8 @@ export async function joinVerify(
   await recordAudit(deps.admin.ctx, {
     at: nowOf(deps),
     who: consolePrincipal(who),
-    action: 'member.join',
+    // A passkey invitation adds a passkey to someone already in: not a join.
+    action: joined.kind === 'passkey' ? 'member.passkey' : 'member.join',
     workspaceId: input.workspaceId,
     requestId: input.requestId,
     summary: { memberId: joined.memberId, role: joined.role, invitationId },

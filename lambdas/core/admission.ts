@@ -25,6 +25,11 @@ export interface MonthShareView {
   readonly roomMicros: number;
   /** The month limit the headroom was written under; -1 for none. */
   readonly limitMicros: number;
+  /**
+   * The month (`yyyymm`) the slice's share is stored for, when one is: this month's (then
+   * `exists`), or an earlier one's, which a write of this month's share starts over.
+   */
+  readonly storedMonth?: number;
 }
 
 /** One slice as read from the store. */
@@ -38,6 +43,8 @@ export interface SliceView {
   readonly rateCap?: number;
   readonly rateRoom: number;
   readonly rateTotal: number;
+  /** The guard lap that tells the slots' seconds apart (see `core/spend-rate.ts`); undefined: no slot written yet. */
+  readonly rateGuard?: number;
   readonly slots: readonly RateSlot[];
   readonly month: MonthShareView;
 }

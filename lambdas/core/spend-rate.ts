@@ -94,3 +94,61 @@ export function slotsAfterReservation(slots: readonly RateSlot[], second: number
 export function slotsAfterPrune(slots: readonly RateSlot[], pruned: readonly RateSlot[]): RateSlot[] {
   return slots.filter((s) => !pruned.some((p) => p.slot === s.slot && p.second === s.second && p.micros === s.micros));
 }
+
+/**
+ * A slot keeps its second and its amount in one number, so that 64 slots stay small enough for
+ * the slice item to stay under 1 KB (one write unit, two in a transaction, where a second
+ * attribute per slot took it past 1 KB and doubled every write of the slice). The value is
+ * `tag × SLOT_SPAN + micros`, `tag` being the slot's lap (its second ÷ 64) modulo
+ * {@link SLOT_LAPS}. The tag leads, so a condition can ask "this slot is free or already this
+ * lap's, and can take this much more" as a range (`BETWEEN`), and a reservation within the same
+ * second adds its micro-units to the value. Every value stays below 2^53, so it reads back exact.
+ */
+export const SLOT_LAPS = 900;
+/** What one slot's value holds of micro-units: below 10^13 (10 million minor units reserved in one second on one slice). */
+export const SLOT_SPAN = 10_000_000_000_000;
+/**
+ * Laps a writer's clock may trail the slice's guard lap. The guard lap `g` (stored with the
+ * slots) keeps every slot's lap within `[g − LAP_SKEW, g − LAP_SKEW + SLOT_LAPS)`, so the tag
+ * names exactly one lap: a reservation may be written only at a lap in that range, and the guard
+ * is moved forward only after every slot older than the new range was removed.
+ */
+export const LAP_SKEW = 2;
+
+const mod = (a: number, m: number): number => ((a % m) + m) % m;
+
+/** The lap (64-second round of the slots) a second is in. */
+export function lapOf(second: number): number {
+  return Math.floor(second / RATE_SLOTS);
+}
+
+/** The stored value of a slot holding `micros` reserved in `second`. */
+export function slotValue(second: number, micros: number): number {
+  return mod(lapOf(second), SLOT_LAPS) * SLOT_SPAN + micros;
+}
+
+/** The lowest stored value of `second`'s lap (its tag with nothing reserved). */
+export function lapFloor(second: number): number {
+  return slotValue(second, 0);
+}
+
+/** Reads slot `slot`'s stored `value` back, under guard lap `guard`: its second and micro-units. */
+export function slotEntry(slot: number, value: number, guard: number): RateSlot {
+  const tag = Math.floor(value / SLOT_SPAN);
+  const low = guard - LAP_SKEW;
+  const lap = low + mod(tag - low, SLOT_LAPS);
+  return { slot, second: lap * RATE_SLOTS + slot, micros: value - tag * SLOT_SPAN };
+}
+
+/** The guard laps under which a reservation in `second` may be written: `[lap − SLOT_LAPS + LAP_SKEW + 1, lap + LAP_SKEW]`. */
+export function guardRange(second: number): { readonly low: number; readonly high: number } {
+  const lap = lapOf(second);
+  return { low: lap - SLOT_LAPS + LAP_SKEW + 1, high: lap + LAP_SKEW };
+}
+
+/** Whether guard lap `guard` (undefined: none yet) lets a reservation in `second` be written. */
+export function guardAdmits(guard: number | undefined, second: number): boolean {
+  if (guard === undefined) return true;
+  const r = guardRange(second);
+  return guard >= r.low && guard <= r.high;
+}

@@ -58,10 +58,51 @@ export function windowEnd(cadence: WindowCadence, epochMs: number): number | und
   }
 }
 
-/** Ledger sort keys of the windows a request occupies. */
+/** `202611` for the UTC calendar month containing `epochMs`: the workspace month as a slice item stores it. */
+export function monthNumber(epochMs: number): number {
+  const d = new Date(epochMs);
+  return d.getUTCFullYear() * 100 + d.getUTCMonth() + 1;
+}
+
+/** The month number of a month id (`2026-11` → `202611`). */
+export function monthNumberOf(id: string): number {
+  return Number(id.slice(0, 4)) * 100 + Number(id.slice(5, 7));
+}
+
+/** The month id of a month number (`202611` → `2026-11`). */
+export function monthIdOf(month: number): string {
+  return `${Math.floor(month / 100)}-${pad(month % 100)}`;
+}
+
+/** Epoch ms at which the window containing `epochMs` began; 0 for `never` (the key's whole life). */
+export function windowStart(cadence: WindowCadence, epochMs: number): number {
+  const d = new Date(epochMs);
+  const y = d.getUTCFullYear();
+  const m = d.getUTCMonth();
+  const day = d.getUTCDate();
+  switch (cadence) {
+    case 'daily':
+      return Date.UTC(y, m, day);
+    case 'weekly':
+      return Date.UTC(y, m, day - ((d.getUTCDay() + 6) % 7));
+    case 'monthly':
+      return Date.UTC(y, m, 1);
+    case 'never':
+      return 0;
+  }
+}
+
+/**
+ * Ledger sort keys of the windows a request occupies. A key window and a member month are
+ * written only while their limit is tracked; `generation`, when given, is the instant tracking
+ * began (a limit set on a window that was not tracked, see `core/limit-arming.ts`): each arming
+ * starts its own items, so what an earlier, removed limit left is never counted twice.
+ */
 export const windowKeys = {
-  key: (keyId: string, cadence: WindowCadence, epochMs: number): string => `KEYWIN#${keyId}#${windowId(cadence, epochMs)}`,
-  member: (memberId: string, epochMs: number): string => `MEMBERMONTH#${memberId}#${monthId(epochMs)}`,
+  key: (keyId: string, cadence: WindowCadence, epochMs: number, generation?: number): string =>
+    `KEYWIN#${keyId}#${windowId(cadence, epochMs)}${generation === undefined ? '' : `~${generation}`}`,
+  member: (memberId: string, epochMs: number, generation?: number): string =>
+    `MEMBERMONTH#${memberId}#${monthId(epochMs)}${generation === undefined ? '' : `~${generation}`}`,
   workspace: (epochMs: number): string => `MONTH#${monthId(epochMs)}`,
   rate: (keyId: string, epochMs: number): string => `RATE#${keyId}#${Math.floor(epochMs / 60_000)}`,
 };

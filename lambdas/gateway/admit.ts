@@ -11,6 +11,8 @@ import { storeRefusal } from '../core/request-fields';
 import { SluiceError } from '../core/errors';
 import { candidateSize } from '../core/charge';
 import { MAX_BODY_BYTES, DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
+import { windowPlan } from '../core/limit-arming';
+import { requestIdTime } from '../core/request-id';
 import { parseModelField } from '../core/model-id';
 import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
 import type { HoldRecord } from '../shared/records';
@@ -71,7 +73,7 @@ export async function admit(ctx: RequestContext, req: GatewayRequest, rules: Fam
   let limits: AdmissionLimits;
   let outcome: AdmitOutcome;
   try {
-    limits = await limitsFor(ctx, caller);
+    limits = await limitsFor(ctx, caller, now);
     outcome = await guarded(
       ctx.requestId,
       'admit',
@@ -180,7 +182,8 @@ function parseBody(text: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
-async function limitsFor(ctx: RequestContext, caller: Caller): Promise<AdmissionLimits> {
+/** The caller's limits at `now`, the admission's own time (which also decides whether a window being armed is counted). */
+async function limitsFor(ctx: RequestContext, caller: Caller, now: number): Promise<AdmissionLimits> {
   const { key, workspace } = caller;
   const memberId = key.memberId;
   const member =
@@ -192,10 +195,18 @@ async function limitsFor(ctx: RequestContext, caller: Caller): Promise<Admission
           () => ctx.deps.workspaces.member(workspace.workspaceId, memberId),
           () => new SluiceError('balance_unavailable', 'The member limits cannot be read right now; try again shortly.'),
         );
+  // A key window or member month is written only while its limit is tracked (`core/limit-arming.ts`),
+  // decided at the request's start as its id (and its row) records it.
+  const keyWindow = key.creditWindow ?? 'monthly';
+  const start = requestIdTime(ctx.requestId) ?? now;
+  const keyPlan = windowPlan({ limitMicros: key.creditLimitMicros, trackFrom: key.creditTrackFrom, armedFrom: key.creditArmedFrom }, keyWindow, start);
+  const memberPlan = windowPlan({ limitMicros: member?.monthlyLimitMicros, trackFrom: member?.monthlyTrackFrom, armedFrom: member?.monthlyArmedFrom }, 'monthly', start);
   return {
-    keyLimitMicros: key.creditLimitMicros,
-    keyWindow: key.creditWindow ?? 'monthly',
-    memberLimitMicros: member?.monthlyLimitMicros,
+    keyWindow,
+    ...(keyPlan.track ? { keyLimitMicros: keyPlan.limitMicros, ...(keyPlan.arming ? { keyLimitArming: true } : {}), ...(keyPlan.generation !== undefined ? { keyWindowGeneration: keyPlan.generation } : {}) } : {}),
+    ...(memberPlan.track
+      ? { memberLimitMicros: memberPlan.limitMicros, ...(memberPlan.arming ? { memberLimitArming: true } : {}), ...(memberPlan.generation !== undefined ? { memberMonthGeneration: memberPlan.generation } : {}) }
+      : {}),
     workspaceLimitMicros: workspace.monthlyLimitMicros,
     spendRateCapMicros: (workspace.spendRateCapMinor ?? DEFAULT_SPEND_RATE_CAP_MINOR) * MICROS_PER_MINOR,
     keyRatePerMinute: ctx.deps.config.keyRatePerMinute,

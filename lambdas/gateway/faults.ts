@@ -21,6 +21,12 @@ export type FaultPhase =
   | 'models'
   | 'serve';
 
+/**
+ * The term a failed settlement's line carries: the stage's `SettlementFailures` alarm counts the
+ * gateway's log lines containing it (`lib/alarms.ts`).
+ */
+export const SETTLE_FAILED_EVENT = 'settle_failed';
+
 /** The kind of an error: its class name, with `$fault` for the SDK's errors. Never its message. */
 export function faultKind(err: unknown): string {
   if (!(err instanceof Error)) return typeof err;
@@ -28,9 +34,10 @@ export function faultKind(err: unknown): string {
   return typeof side === 'string' ? `${err.name}:${side}` : err.name;
 }
 
-/** Writes one error line for a fault: request id, phase and kind. */
+/** Writes one error line for a fault: request id, phase and kind (and the alarm's term for a settlement). */
 export function logFault(requestId: string, phase: FaultPhase, err: unknown): void {
-  console.error(JSON.stringify({ level: 'error', requestId, phase, fault: faultKind(err) }));
+  const event = phase === 'settle' ? { event: SETTLE_FAILED_EVENT } : {};
+  console.error(JSON.stringify({ level: 'error', requestId, phase, ...event, fault: faultKind(err) }));
 }
 
 /**

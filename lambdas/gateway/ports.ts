@@ -42,11 +42,27 @@ export interface SecretSource {
   get(name: string): Promise<string | undefined>;
 }
 
-/** Every limit that bears on one admission, already resolved from the key, member and workspace. */
+/**
+ * Every limit that bears on one admission, already resolved from the key, member and workspace.
+ * A key window or member month is written only when its limit is given here (`lambdas/core/limit-arming.ts`
+ * says when the gateway gives it).
+ */
 export interface AdmissionLimits {
   readonly keyLimitMicros?: number;
   readonly keyWindow: WindowCadence;
+  /**
+   * The key's limit is being armed (it was set on a window that was not tracked): the window is
+   * counted, and the limit enforced only once the arming has added what the window held before
+   * (the ledger learns that from the window item itself).
+   */
+  readonly keyLimitArming?: boolean;
+  /** When tracking of the key's limit began, for a limit set on an untracked window: its window items are that arming's own. */
+  readonly keyWindowGeneration?: number;
   readonly memberLimitMicros?: number;
+  /** As `keyLimitArming`, for the member's monthly limit. */
+  readonly memberLimitArming?: boolean;
+  /** As `keyWindowGeneration`, for the member's month. */
+  readonly memberMonthGeneration?: number;
   readonly workspaceLimitMicros?: number;
   readonly spendRateCapMicros: number;
   readonly keyRatePerMinute: number;
@@ -93,7 +109,13 @@ export interface Settlement {
   readonly outcome: Outcome;
   readonly attempts: number;
   readonly now: number;
+  /** From the request's arrival to its first byte, on the gateway's clock; never above `durationMs`. */
   readonly firstByteMs?: number;
+  /**
+   * From the request's arrival to its end, on the same clock as `firstByteMs`. Absent where no
+   * request was timed (the sweeper): the row then counts from admission to `now`.
+   */
+  readonly durationMs?: number;
   /** The counts were Sluice's own count, the provider's never arrived (`lambdas/core/token-count.ts`). */
   readonly estimated?: boolean;
 }

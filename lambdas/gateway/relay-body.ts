@@ -52,7 +52,9 @@ export async function relayBody(ctx: RequestContext, admitted: Admitted, reply: 
   const estimated = counts === undefined ? countedTokens(admitted, candidate, (count) => countReplyTokens(record, count)) : undefined;
   const chargeMicros = chargeOf(hold, candidate, counts === undefined ? { kind: 'no_counts', frames: 0 } : { kind: 'counts', counts }, estimated);
   const firstByteMs = ctx.deps.clock() - ctx.startedAt;
-  ctx.sink.start(200, successHeaders(ctx, candidate, attempts, 'application/json'));
+  // The body is whole, so its charge is known before the headers go: the client reads it here,
+  // in the unit of the stream's `:x-sluice-usage` line; the usage row stays the authority.
+  ctx.sink.start(200, { ...successHeaders(ctx, candidate, attempts, 'application/json'), 'x-sluice-charge': String(chargeMicros) });
   const delivered = await tryWrite(ctx.sink, body);
   await ctx.sink.end().catch(() => undefined);
   return { hold, counts: counts ?? estimated, estimated: estimated !== undefined, chargeMicros, attempts, status: 200, outcome: delivered ? 'ok' : 'client_disconnected', stream: false, candidate, firstByteMs };

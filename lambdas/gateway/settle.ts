@@ -54,6 +54,9 @@ export function countedTokens(admitted: Admitted, candidate: PricedCandidate, ou
 export async function settle(ctx: RequestContext, ending: Ending): Promise<Served> {
   const { deps } = ctx;
   const candidate = ending.candidate;
+  // Both from the request's arrival on one clock, so the first byte is never after the end.
+  const now = deps.clock();
+  const durationMs = Math.max(now - ctx.startedAt, ending.firstByteMs ?? 0);
   try {
     await deps.ledger.settle(ending.hold, {
       counts: ending.counts,
@@ -65,8 +68,9 @@ export async function settle(ctx: RequestContext, ending: Ending): Promise<Serve
       status: ending.status,
       outcome: ending.outcome,
       attempts: ending.attempts,
-      now: deps.clock(),
+      now,
       firstByteMs: ending.firstByteMs,
+      durationMs,
       ...(ending.estimated === true ? { estimated: true } : {}),
     });
   } catch (err) {

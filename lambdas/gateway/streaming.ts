@@ -95,7 +95,9 @@ export function streamingHandler(gateway: Gateway): StreamingLambdaHandler {
   const serving = new WeakMap<object, Promise<void>>();
   const handler = middy<APIGatewayProxyEventV2, StreamedResult>({
     streamifyResponse: true,
-    // The gateway owns its deadline (DESIGN decision 8); middy's early timeout would cut settlement.
+    // The gateway owns its deadline (DESIGN decision 8); middy's early timeout would cut settlement,
+    // and it aborts one AbortController @middy/core shares between every invocation of the process
+    // (many at once on Lambda Managed Instances). Off, that controller is never aborted.
     timeoutEarlyInMillis: 0,
     requestEnd: (request) => serving.get(request.context),
   }).handler(

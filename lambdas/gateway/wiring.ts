@@ -19,6 +19,7 @@ import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
 import type { RuntimeConfig } from '../shared/config';
+import { requestIdDigits } from '../core/request-id';
 import { Gateway } from './app';
 import type { GatewayDeps, GatewayRequest, ResponseSink, Telemetry } from './ports';
 
@@ -41,7 +42,7 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
   // Local mode prints a short line per request; deployed stages log EMF for CloudWatch.
   const telemetry: Telemetry = overrides.telemetry ?? (config.stage === 'local' ? new ConsoleTelemetry() : new EmfTelemetry(config.stage));
-  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => telemetry.count?.('TransactionConflicts', 1));
+  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => telemetry.count?.('TransactionConflicts', 1));
   const directory = new DynamoDirectory(wire, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
   const upstream = new HttpUpstream();
@@ -49,7 +50,8 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     config.secretSource === 'env'
       ? new LocalSecretSource(env, env.SLUICE_LOCAL_SECRETS_FILE ?? path.resolve(__dirname, '../../.sluice/secrets.json'))
       : new SecretsManagerSource(new SecretsManagerClient({}));
-  const idBytes = (): string => randomBytes(12).toString('hex');
+  // A request id carries its start (`core/request-id.ts`): the store finds its row from it.
+  const idBytes = (): string => requestIdDigits(Date.now(), randomBytes(7).toString('hex'));
   const gateway = new Gateway({
     config,
     keys: directory,

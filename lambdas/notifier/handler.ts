@@ -25,7 +25,6 @@ const deps: CheckDeps = {
   store: new DynamoNoticeStore(doc, tableName(config.tablePrefix, 'workspaces')),
   readBalance: availableCredit(doc, {
     ledger: tableName(config.tablePrefix, 'ledger'),
-    holds: tableName(config.tablePrefix, 'holds'),
     usage: tableName(config.tablePrefix, 'usage'),
   }),
   publisher: new NoticeChannels(new EventBridgePublisher(new EventBridgeClient({}), process.env[NOTIFIER_ENV.eventBusName] || 'default'), others, (err) =>

@@ -7,6 +7,9 @@
 /** Cadence on which a key's credit-limit window resets. `never` is one window for all time. */
 export type WindowCadence = 'daily' | 'weekly' | 'monthly' | 'never';
 
+/** How a key ended: revoked, replaced by a rotation, or revoked with its member's removal. */
+export type KeyEndedHow = 'revoked' | 'rotated' | 'member-removed';
+
 /** keys table: one API key, addressed by the SHA-256 hex of the raw key. */
 export interface KeyRecord {
   readonly keyHash: string;
@@ -23,10 +26,21 @@ export interface KeyRecord {
   readonly expiresAt?: number;
   /** Set when the key has ended (revoked or replaced); such a key is refused like one never issued. */
   readonly revokedAt?: number;
+  /** Who ended it (the management principal), set with `revokedAt`; absent on keys ended before it was kept. */
+  readonly endedBy?: string;
+  /** How it ended, set with `revokedAt`. */
+  readonly endedHow?: KeyEndedHow;
   /** The key's credit limit in micro-units; absent for none. */
   readonly creditLimitMicros?: number;
   /** The window the credit limit counts over (default `monthly`). */
   readonly creditWindow?: WindowCadence;
+  /**
+   * Set when the limit was set on a window that was not tracked: from this instant every
+   * admission counts the key's window (`lambdas/core/limit-arming.ts`). Absent with a limit: tracked all along.
+   */
+  readonly creditTrackFrom?: number;
+  /** Equals `creditTrackFrom` once the arming wrote what the window held before it: the limit is enforced. */
+  readonly creditArmedFrom?: number;
 }
 
 /** workspaces table, sk `META`. */
@@ -63,6 +77,10 @@ export interface MemberRecord {
   readonly role: 'owner' | 'member';
   /** Member monthly spend limit, micro-units per UTC calendar month. */
   readonly monthlyLimitMicros?: number;
+  /** As a key's `creditTrackFrom`, for the member's monthly limit. */
+  readonly monthlyTrackFrom?: number;
+  /** As a key's `creditArmedFrom`, for the member's monthly limit. */
+  readonly monthlyArmedFrom?: number;
 }
 
 /** workspaces table, sk `PROFILE#<identifier>`. */
@@ -78,9 +96,10 @@ export interface ProfileRecord {
 /**
  * ledger table, one slice of a workspace's ledger: pk `WS#<workspaceId>` (slice 0) or
  * `WS#<workspaceId>#S<n>`, sk `BALANCE`. On every slice `available + held + spent = credited`;
- * summed over slices, `credited` is every credit ever added. The spend-rate headroom lives on
- * the same item (`rateCap`, `rateRoom`, `rateTotal` and 64 cyclic slots `r<k>`/`s<k>`, bounded);
- * see `lambdas/store/items.ts` and docs/store.md.
+ * summed over slices, `credited` is every credit ever added. The spend-rate headroom (`rc`, `rr`,
+ * `rt`, the guard lap `rl` and 64 one-character slots) and the slice's share of the workspace
+ * month (`mo`, `ms`, `mh`, `mu`, `mr`, `ml`) live on the same item, which stays under 1 KB; see
+ * `lambdas/store/items.ts` and docs/store.md.
  */
 export interface BalanceRecord {
   readonly pk: string;
@@ -89,9 +108,6 @@ export interface BalanceRecord {
   readonly heldMicros: number;
   readonly spentMicros: number;
   readonly creditedMicros: number;
-  readonly rateCap?: number;
-  readonly rateRoom?: number;
-  readonly rateTotal?: number;
   /** Slice 0 only: how many slices admissions use (absent: 1). */
   readonly sliceCount?: number;
   /** Slice 0 only: the most slices ever used, so retired ones are still read. */
@@ -101,9 +117,9 @@ export interface BalanceRecord {
 }
 
 /**
- * ledger table, one limit window: `KEY#<keyId>` / `KEYWIN#<keyId>#<windowId>`,
- * `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`, and each slice's share of the
- * workspace month, `<slice pk>` / `MONTH#<yyyy-mm>` (with `roomMicros` and `limitMicros`).
+ * ledger table, one limit window, written only while its limit is tracked:
+ * `KEY#<ws>#<keyId>[#S<j>]` / `KEYWIN#<keyId>#<windowId>[~<generation>]` and
+ * `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>[~<generation>]`.
  * `used = settled + held`, kept as its own attribute because a condition cannot add.
  */
 export interface WindowRecord {
@@ -118,7 +134,13 @@ export interface WindowRecord {
 /** Endpoint family a request is filed under. */
 export type EndpointFamily = 'chat_completions' | 'responses';
 
-/** holds table: one open credit hold, created at admission and deleted by settlement. */
+/** Where a request's row is in its life: an open hold, or settled into its usage row. */
+export type RowState = 'open' | 'settled';
+
+/**
+ * An open credit hold: a request's row in the usage table while it runs (`state` `open`), put at
+ * admission and turned into the request's usage row by its settlement.
+ */
 export interface HoldRecord {
   readonly holdId: string; // the request id
   readonly workspaceId: string;
@@ -130,21 +152,20 @@ export interface HoldRecord {
   readonly amountMicros: number;
   /** Upper bound of the prompt's cost; what the sweeper charges a request whose function died. */
   readonly inputMicros: number;
-  /** ledger sort keys of the windows this hold occupies (key window, member month, workspace month). */
+  /**
+   * ledger sort keys of the windows this hold occupies: the key window and member month when
+   * their limits are tracked, and always the workspace month (`MONTH#<yyyy-mm>`, on its slice).
+   * A limit's arming may append a window to an open hold (it adopts it).
+   */
   readonly windows: readonly string[];
   /** Whether the request runs on the workspace's own provider key (not charged to the balance). */
   readonly byok: boolean;
+  /** Epoch ms the request started: the time in its id (`lambdas/core/request-id.ts`), and its row's sort key. */
   readonly createdAt: number;
   /** Epoch ms after which the request cannot still be running (540 s limit plus grace). */
   readonly expiresAt: number;
-  /**
-   * The sweeper's index shard (`X<n>`, from the hold id): spreads the index's writes over
-   * EXPIRY_SHARDS partition key values; the sweeper reads every shard.
-   */
-  readonly expiryShard: string;
   /** The ledger slice the hold was taken from (absent: slice 0). */
   readonly slice?: number;
-  readonly ttl: number;
 }
 
 /** Token counts as the provider reported them. */
@@ -171,6 +192,8 @@ export type Outcome =
 export interface UsageRecord {
   /** `<workspaceId>#U<n>`: a workspace's rows spread over USAGE_SHARDS partition key values. */
   readonly pk?: string;
+  /** `settled` (absent on rows written before requests had one row from admission on). */
+  readonly state?: RowState;
   readonly workspaceId: string;
   readonly sk: string; // `<iso time>#<requestId>`
   readonly requestId: string;

@@ -15,11 +15,18 @@ export interface KeyAttribute {
   readonly type: KeyType;
 }
 
-/** A global secondary index (always projecting ALL attributes). */
+/** A global secondary index. */
 export interface IndexSchema {
   readonly indexName: string;
   readonly partitionKey: KeyAttribute;
   readonly sortKey?: KeyAttribute;
+  /**
+   * What the index carries besides the keys. `KEYS_ONLY` entries are written only when an item
+   * gains, loses or changes its index keys (1 unit each, being small); `ALL` copies every attribute,
+   * so every write to the item is written to the index too.
+   * @default 'ALL'
+   */
+  readonly projection?: 'ALL' | 'KEYS_ONLY';
 }
 
 /** A table's keys, indexes, TTL attribute and stream. */
@@ -36,19 +43,19 @@ export interface TableSchema {
   readonly retain?: boolean;
 }
 
-export type TableName = 'keys' | 'workspaces' | 'ledger' | 'holds' | 'usage' | 'rollups' | 'catalog' | 'audit';
+export type TableName = 'keys' | 'workspaces' | 'ledger' | 'usage' | 'rollups' | 'catalog' | 'audit';
 
 const S = (name: string): KeyAttribute => ({ name, type: 'S' });
 const N = (name: string): KeyAttribute => ({ name, type: 'N' });
 
 /**
- * Name of the index the sweeper queries for holds by expiry: partition `expiryShard` (one of
- * EXPIRY_SHARDS values, from the hold id), sort `expiresAt`. Sharded so that no index key is
- * written by every request of the service.
+ * Name of the index the sweeper queries for open requests by expiry: partition `expiryShard` (one
+ * of EXPIRY_SHARDS values, from the request id), sort `expiresAt`. Sparse: only an open request's
+ * row carries `expiryShard` (its settlement removes it), so the index holds exactly the open holds.
+ * Sharded so that no index key is written by every request of the service; keys only, so a row's
+ * other writes (a stream's hold growing, a pending charge) never reach it.
  */
-export const HOLDS_BY_EXPIRY = 'byExpiryShard';
-/** Name of the index finding one request's usage row by its request id. */
-export const USAGE_BY_REQUEST = 'byRequest';
+export const OPEN_BY_EXPIRY = 'byExpiryShard';
 /** Name of the index listing a workspace's keys. */
 export const KEYS_BY_WORKSPACE = 'byWorkspace';
 /** Name of the audit table's index of every change of one UTC day. */
@@ -88,28 +95,24 @@ export const TABLES: Readonly<Record<TableName, TableSchema>> = Object.freeze({
     ttlAttribute: 'ttl',
     stream: false,
   },
-  /** Open credit holds, one per admitted request; `expiryShard` puts them in the sweeper's index. */
-  holds: {
-    name: 'holds',
-    partitionKey: S('holdId'),
-    indexes: [{ indexName: HOLDS_BY_EXPIRY, partitionKey: S('expiryShard'), sortKey: N('expiresAt') }],
-    ttlAttribute: 'ttl',
-    stream: false,
-  },
   /**
-   * One metadata-only row per settled request; its stream feeds the aggregator. Partition
-   * `<workspaceId>#U<n>` (USAGE_SHARDS per workspace, from the request id), sort
-   * `<iso time>#<requestId>`; `byRequest` finds one request's row.
+   * One row per admitted request, metadata only: put at admission as the request's open hold
+   * (`state` `open`: its amount, prompt bound, windows, slice and expiry) and turned into its
+   * settled usage row by its settlement (`state` `settled`: what served it, the counts, the charge).
+   * Partition `<workspaceId>#U<n>` (USAGE_SHARDS per workspace, from the request id), sort
+   * `<iso start>#<requestId>` (the start is in the request id, so a row's key is known from its
+   * workspace and id). Open rows are in the sparse `byExpiryShard` index for the sweeper. Its
+   * stream feeds the aggregator, which counts a row at its settlement.
    */
   usage: {
     name: 'usage',
     partitionKey: S('pk'),
     sortKey: S('sk'),
-    indexes: [{ indexName: USAGE_BY_REQUEST, partitionKey: S('requestId') }],
+    indexes: [{ indexName: OPEN_BY_EXPIRY, partitionKey: S('expiryShard'), sortKey: N('expiresAt'), projection: 'KEYS_ONLY' }],
     ttlAttribute: 'ttl',
     stream: true,
   },
-  /** Daily and monthly totals written by the aggregator, plus its de-duplication markers. */
+  /** Daily and monthly totals written by the aggregator, plus the record of which rows it has counted. */
   rollups: {
     name: 'rollups',
     partitionKey: S('pk'),

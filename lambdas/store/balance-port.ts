@@ -7,14 +7,24 @@
  * - `CREDITREF#<reference>`: the top-up a reference made, so a reference credits once.
  * The balance change, its statement entry and its reference marker are one transaction, so the
  * statement cannot disagree with the balance and a retried top-up cannot credit twice.
+ *
+ * Each top-up and adjustment also counts `statementSeq` on `BALANCE` and is conditioned on the
+ * count it read before its snapshot of the balance, so no other one can land between that
+ * snapshot and its write (a retry reads again). What it answers as the balance it left is that
+ * snapshot plus itself: `credited` exactly (only top-ups and adjustments change it), `available`
+ * as it stood just before plus the change. Two concurrent adjustments therefore answer 100 → 95
+ * and 95 → 92, never both 92. Requests admitted or settled meanwhile move `available`, `held`
+ * and `spent` on as they always do; the transaction cannot return what it wrote, so the answer is
+ * built from what was read.
  */
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
+import { formatMoney } from '../core/money-format';
 import { readBalance } from './balance';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
-import { BelowHeldError, ReferenceUsedError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
+import { BelowHeldError, ConcurrentUpdateError, ReferenceUsedError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
 import { checkWorkspaceId, getWorkspace } from './directory-common';
 import { minorToMicros } from './directory-validate';
 
@@ -100,18 +110,41 @@ export class DynamoBalancePort implements BalancePort {
   constructor(private readonly ctx: AdminContext) {}
 
   private ledgerTables(): LedgerTables {
-    return { ledger: table(this.ctx, 'ledger'), holds: table(this.ctx, 'holds'), usage: table(this.ctx, 'usage') };
+    return { ledger: table(this.ctx, 'ledger'), usage: table(this.ctx, 'usage') };
   }
 
   async read(workspaceId: string): Promise<BalanceView> {
+    return (await this.readInSequence(workspaceId)).balance;
+  }
+
+  /**
+   * The balance, and the count of top-ups and adjustments read just before it (0 before the
+   * first): a change conditioned on that count lands right after this balance or not at all.
+   */
+  private async readInSequence(workspaceId: string): Promise<{ balance: BalanceView; seq: number }> {
     checkWorkspaceId(workspaceId);
     const out = await this.ctx.doc.send(
-      new GetCommand({ TableName: table(this.ctx, 'ledger'), Key: { pk: ledgerPk(workspaceId), sk: BALANCE }, ConsistentRead: true, ProjectionExpression: 'pk' }),
+      new GetCommand({
+        TableName: table(this.ctx, 'ledger'),
+        Key: { pk: ledgerPk(workspaceId), sk: BALANCE },
+        ConsistentRead: true,
+        ProjectionExpression: 'pk, statementSeq',
+      }),
     );
     if (out.Item === undefined) throw new WorkspaceNotFoundError(workspaceId);
+    const seq = typeof out.Item['statementSeq'] === 'number' ? out.Item['statementSeq'] : 0;
     // A hot workspace's balance is split into escrow slices: the store sums them from one snapshot.
     const b = await readBalance(this.ctx.doc, this.ledgerTables(), workspaceId, nowOf(this.ctx));
-    return { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros };
+    return { seq, balance: { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros } };
+  }
+
+  /** Whether a top-up or an adjustment has landed since `seq` was read. */
+  private async sequenceMoved(workspaceId: string, seq: number): Promise<boolean> {
+    const out = await this.ctx.doc.send(
+      new GetCommand({ TableName: table(this.ctx, 'ledger'), Key: { pk: ledgerPk(workspaceId), sk: BALANCE }, ConsistentRead: true, ProjectionExpression: 'statementSeq' }),
+    );
+    const now = typeof out.Item?.['statementSeq'] === 'number' ? out.Item['statementSeq'] : 0;
+    return out.Item !== undefined && now !== seq;
   }
 
   async credit(input: { workspaceId: string; micros: number; reference?: string } & Actor): Promise<CreditResult> {
@@ -123,35 +156,43 @@ export class DynamoBalancePort implements BalancePort {
     const pk = ledgerPk(input.workspaceId);
     const entry: StatementEntry = { kind: 'credit', at, amountMicros: micros, reference: reference ?? null, reason: null, who: input.who, requestId: input.requestId };
     const ledger = table(this.ctx, 'ledger');
-    try {
-      await transact(
-        this.ctx,
-        [
-          balanceChange(ledger, pk, micros),
-          statementPut(ledger, pk, entry),
-          ...(reference === undefined
-            ? []
-            : [{ Put: { TableName: ledger, Item: { pk, sk: `${REF_PREFIX}${reference}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } }]),
-        ],
-        async (reasons) => {
-          if (failedAt(reasons, 0)) {
-            return (await getWorkspace(this.ctx, input.workspaceId)) === undefined
-              ? new WorkspaceNotFoundError(input.workspaceId)
-              : new ValidationError('that credit would take the balance beyond what Sluice can count exactly');
-          }
-          if (failedAt(reasons, 2)) return new ReferenceTakenSignal();
-          return undefined;
-        },
-      );
-    } catch (err) {
-      if (!(err instanceof ReferenceTakenSignal) || reference === undefined) throw err;
-      const got = await this.ctx.doc.send(new GetCommand({ TableName: ledger, Key: { pk, sk: `${REF_PREFIX}${reference}` }, ConsistentRead: true }));
-      const original = toEntry((got.Item ?? {}) as Record<string, unknown>);
-      // The same top-up sent again (a retry, a double click) is answered, not refused.
-      if (original.amountMicros !== micros) throw new ReferenceUsedError(reference, original.amountMicros, original.at);
-      return { applied: false, entry: original, balance: await this.read(input.workspaceId) };
+    for (let attempt = 1; ; attempt += 1) {
+      const { balance: before, seq } = await this.readInSequence(input.workspaceId);
+      try {
+        await transact(
+          this.ctx,
+          [
+            balanceChange(ledger, pk, micros, seq),
+            statementPut(ledger, pk, entry),
+            ...(reference === undefined
+              ? []
+              : [{ Put: { TableName: ledger, Item: { pk, sk: `${REF_PREFIX}${reference}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } }]),
+          ],
+          async (reasons) => {
+            if (failedAt(reasons, 0)) {
+              if (await this.sequenceMoved(input.workspaceId, seq)) return new SequenceMovedSignal();
+              return (await getWorkspace(this.ctx, input.workspaceId)) === undefined
+                ? new WorkspaceNotFoundError(input.workspaceId)
+                : new ValidationError('that credit would take the balance beyond what Sluice can count exactly');
+            }
+            if (failedAt(reasons, 2)) return new ReferenceTakenSignal();
+            return undefined;
+          },
+        );
+        return { applied: true, entry, balance: { ...before, availableMicros: before.availableMicros + micros, creditedMicros: before.creditedMicros + micros } };
+      } catch (err) {
+        if (err instanceof SequenceMovedSignal) {
+          if (attempt >= SEQUENCE_ATTEMPTS) throw new ConcurrentUpdateError(`the balance of workspace ${input.workspaceId}`);
+          continue;
+        }
+        if (!(err instanceof ReferenceTakenSignal) || reference === undefined) throw err;
+        const got = await this.ctx.doc.send(new GetCommand({ TableName: ledger, Key: { pk, sk: `${REF_PREFIX}${reference}` }, ConsistentRead: true }));
+        const original = toEntry((got.Item ?? {}) as Record<string, unknown>);
+        // The same top-up sent again (a retry, a double click) is answered, not refused.
+        if (original.amountMicros !== micros) throw new ReferenceUsedError(reference, original.amountMicros, original.at);
+        return { applied: false, entry: original, balance: await this.read(input.workspaceId) };
+      }
     }
-    return { applied: true, entry, balance: await this.read(input.workspaceId) };
   }
 
   async adjust(input: { workspaceId: string; deltaMicros: number; reason: string } & Actor): Promise<{ entry: StatementEntry; balance: BalanceView }> {
@@ -166,27 +207,35 @@ export class DynamoBalancePort implements BalancePort {
     const need = Math.max(0, -delta);
     // The adjustment lands on slice 0. A hot workspace's credit is spread over its slices, so a
     // refusal is decided on the whole: what the others hold is first moved to slice 0.
-    for (let gathered = 0; ; gathered += 1) {
+    for (let gathered = 0, raced = 0; ; ) {
+      const { balance: before, seq } = await this.readInSequence(input.workspaceId);
       try {
         await transact(
           this.ctx,
           [
-            balanceChange(ledger, pk, delta, need),
+            balanceChange(ledger, pk, delta, seq, need),
             statementPut(ledger, pk, entry),
           ],
           async (reasons) => {
             if (!failedAt(reasons, 0)) return undefined;
+            if (await this.sequenceMoved(input.workspaceId, seq)) return new SequenceMovedSignal();
             if ((await getWorkspace(this.ctx, input.workspaceId)) === undefined) return new WorkspaceNotFoundError(input.workspaceId);
             const b = await this.read(input.workspaceId);
             if (need > 0 && b.availableMicros >= need && gathered < GATHER_ATTEMPTS) return new CreditElsewhereSignal();
             return new BelowHeldError(
-              `an adjustment of ${delta} micro-units would take the balance below what is held: available ${b.availableMicros}, held ${b.heldMicros} micro-units`,
+              `an adjustment of ${formatMoney(delta)} would take the balance below what is held: available ${formatMoney(b.availableMicros)}, held ${formatMoney(b.heldMicros)}`,
             );
           },
         );
-        return { entry, balance: await this.read(input.workspaceId) };
+        return { entry, balance: { ...before, availableMicros: before.availableMicros + delta, creditedMicros: before.creditedMicros + delta } };
       } catch (err) {
+        if (err instanceof SequenceMovedSignal) {
+          raced += 1;
+          if (raced >= SEQUENCE_ATTEMPTS) throw new ConcurrentUpdateError(`the balance of workspace ${input.workspaceId}`);
+          continue;
+        }
         if (!(err instanceof CreditElsewhereSignal)) throw err;
+        gathered += 1;
         await new DynamoLedger(this.ctx.doc, this.ledgerTables()).moveCreditTo(input.workspaceId, 0, need, at);
       }
     }
@@ -223,15 +272,20 @@ export class DynamoBalancePort implements BalancePort {
  * JavaScript integer. With `needMicros`, `available` must cover it: `available` excludes what is
  * held, so keeping it at or above zero keeps the balance at or above what running requests hold.
  */
-function balanceChange(ledger: string, pk: string, deltaMicros: number, needMicros?: number): TransactItem {
+function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: number, needMicros?: number): TransactItem {
   return {
     Update: {
       TableName: ledger,
       Key: { pk, sk: BALANCE },
-      UpdateExpression: 'ADD availableMicros :d, creditedMicros :d',
-      ConditionExpression: `attribute_exists(pk)${needMicros === undefined ? '' : ' AND availableMicros >= :need'} AND creditedMicros <= :ceiling`,
+      UpdateExpression: 'ADD availableMicros :d, creditedMicros :d, statementSeq :one',
+      // `statementSeq`: no other top-up or adjustment since the balance this one reports was read.
+      ConditionExpression:
+        `attribute_exists(pk)${needMicros === undefined ? '' : ' AND availableMicros >= :need'} AND creditedMicros <= :ceiling AND ` +
+        (seq === 0 ? '(attribute_not_exists(statementSeq) OR statementSeq = :seq)' : 'statementSeq = :seq'),
       ExpressionAttributeValues: {
         ':d': deltaMicros,
+        ':one': 1,
+        ':seq': seq,
         ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, deltaMicros),
         ...(needMicros === undefined ? {} : { ':need': needMicros }),
       },
@@ -249,6 +303,12 @@ class ReferenceTakenSignal extends Error {}
 
 /** Raised inside an adjustment when slice 0 is short but the whole workspace is not; never leaves this module. */
 class CreditElsewhereSignal extends Error {}
+
+/** Raised inside a top-up or an adjustment when another one landed after its read; never leaves this module. */
+class SequenceMovedSignal extends Error {}
+
+/** Times a top-up or an adjustment reads again after others landed first, before it gives up (409 concurrent_update). */
+const SEQUENCE_ATTEMPTS = 20;
 
 /** Times an adjustment gathers credit into slice 0 before the whole's shortfall is its answer (admissions may take it meanwhile). */
 const GATHER_ATTEMPTS = 5;

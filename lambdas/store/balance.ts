@@ -5,10 +5,10 @@
 import { GetCommand, QueryCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { UsageRecord } from '../shared/records';
-import { USAGE_BY_REQUEST } from '../shared/schema';
 import { monthId } from '../core/windows';
 import { MAX_SLICES, allUsagePks, sliceKey } from './keys';
 import { DynamoLedger, drainRetired, writeSliceCount, type LedgerTables } from './ledger';
+import { isSettledRow, readRequestRow } from './request-rows';
 
 /** Thrown when a top-up names a workspace whose ledger does not exist. */
 export class LedgerNotFoundError extends Error {
@@ -122,17 +122,20 @@ export async function setLedgerSlices(db: DocumentSender, tables: LedgerTables, 
   }
 }
 
-/** One request's usage row, by its request id (the `byRequest` index; eventually consistent). */
-export async function usageRowByRequest(doc: DynamoDBDocumentClient, usageTable: string, requestId: string): Promise<UsageRecord | undefined> {
-  const out = await doc.send(
-    new QueryCommand({ TableName: usageTable, IndexName: USAGE_BY_REQUEST, KeyConditionExpression: 'requestId = :r', ExpressionAttributeValues: { ':r': requestId } }),
-  );
-  return out.Items?.[0] as UsageRecord | undefined;
+/**
+ * One request's usage row, by its workspace and id (the id carries the request's start, so the
+ * row's key is known: one strongly consistent read, no index); undefined while the request is
+ * still running (its row is an open hold) or when there is none.
+ */
+export async function usageRowByRequest(doc: DocumentSender, usageTable: string, workspaceId: string, requestId: string): Promise<UsageRecord | undefined> {
+  const row = await readRequestRow(doc, usageTable, workspaceId, requestId);
+  return isSettledRow(row) ? (row as unknown as UsageRecord) : undefined;
 }
 
 /**
  * A workspace's usage rows with `startedAt` ISO time in [from, to) (whole range when omitted),
- * oldest first: every shard is read and the rows merged by time.
+ * oldest first: every shard is read and the rows merged by time. Settled requests only: the row of
+ * a request still running is its open hold, not yet a usage row.
  */
 export async function usageRows(
   doc: DynamoDBDocumentClient,
@@ -155,7 +158,7 @@ export async function usageRows(
             ExclusiveStartKey: start,
           }),
         );
-        rows.push(...((out.Items ?? []) as UsageRecord[]));
+        rows.push(...((out.Items ?? []).filter((item) => isSettledRow(item)) as UsageRecord[]));
         start = out.LastEvaluatedKey;
       } while (start !== undefined);
     }),

@@ -24,6 +24,12 @@ export interface AdminContext {
   readonly now?: () => number;
   /** Where BYOK provider keys are kept; only the BYOK operations need it. */
   readonly secrets?: SecretStore;
+  /**
+   * How long the gateways cache key, workspace and member records (their `SLUICE_CACHE_TTL_MS`;
+   * default 5 s): a limit set on a window that was not tracked is armed this long (plus a margin)
+   * after it is written (`lambdas/core/limit-arming.ts`).
+   */
+  readonly cacheTtlMs?: number;
 }
 
 /** One item of a `TransactWriteItems` call, as the document client takes it. */

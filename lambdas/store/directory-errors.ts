@@ -3,7 +3,9 @@
  * so the CLI can print one line and scripts can branch on `code` (never on the message).
  */
 
-/** Root of every operator-facing refusal; `code` is stable, `message` is for a person. */
+import { formatMoney } from '../core/money-format';
+
+/** Root of every operator-facing refusal; `code` is stable, `message` is for a person (money as `USD 20.50`). */
 export class AdminError extends Error {
   readonly code: string;
 
@@ -70,10 +72,19 @@ export class KeySlotsFullError extends AdminError {
   }
 }
 
-/** An expired key cannot be given a new expiry: SPEC says expired keys are never renewed. */
+/**
+ * An expired key cannot be given a new expiry, nor a replacement by rotation: SPEC says expired
+ * keys are never renewed (a new key is created). It can still be revoked, which frees its slot.
+ */
 export class KeyExpiredError extends AdminError {
-  constructor(keyId: string, expiredAt: number) {
-    super('key_expired', `key ${keyId} expired at ${new Date(expiredAt).toISOString()} and is never renewed; create a new key`);
+  constructor(keyId: string, expiredAt: number, refused: 'expiry' | 'rotate' = 'expiry') {
+    const when = new Date(expiredAt).toISOString();
+    super(
+      'key_expired',
+      refused === 'rotate'
+        ? `key ${keyId} expired at ${when}: an expired key is never renewed, so it can be revoked (which frees its slot) but not rotated; create a new key`
+        : `key ${keyId} expired at ${when} and is never renewed; create a new key`,
+    );
     this.name = 'KeyExpiredError';
   }
 }
@@ -158,7 +169,7 @@ export class ReferenceUsedError extends AdminError {
   constructor(reference: string, originalMicros: number, at: number) {
     super(
       'reference_used',
-      `reference ${reference} already credited ${originalMicros} micro-units on ${new Date(at).toISOString()}; a reference credits once`,
+      `reference ${reference} already credited ${formatMoney(originalMicros)} on ${new Date(at).toISOString()}; a reference credits once`,
     );
     this.name = 'ReferenceUsedError';
   }

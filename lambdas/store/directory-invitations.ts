@@ -1,8 +1,11 @@
 /**
- * Invitations to a workspace's console: created by the owner (console) or an operator (CLI),
- * each holding one of the workspace's five key slots while outstanding (SPEC: "an outstanding
- * reservation attached to an invitation occupies one of the five"), freed when the invitation
- * is cancelled, lapses (its expiry passes) or is accepted.
+ * Invitations to a workspace's console: created by the owner (console) or an operator (CLI).
+ * Two kinds. A `join` invitation brings a new person in and holds one of the workspace's five
+ * key slots while outstanding (SPEC: "an outstanding reservation attached to an invitation
+ * occupies one of the five"), freed when the invitation is cancelled, lapses (its expiry passes)
+ * or is accepted. A `passkey` invitation names an existing member (the owner handed a workspace
+ * by the operator, or anyone who lost their passkey): accepting it adds a passkey to that member,
+ * and since it brings no one new and reserves no key, it holds no slot.
  *
  * Layout (table `workspaces`): sk `INVITE#<invitationId>`, holding the SHA-256 of the
  * invitation's secret (the link carries the secret; the table never does), the e-mail, the role
@@ -16,10 +19,11 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { AdminContext, TransactItem } from './directory-context';
 import { META, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
+import type { MemberRecord } from '../shared/records';
 import { AdminError, KeySlotsFullError, MemberNotFoundError, ValidationError, WorkspaceNotFoundError } from './directory-errors';
 import { checkEmail } from './directory-validate';
 import { checkWorkspaceId, getWorkspace, listMemberRecords, queryWorkspaceItems } from './directory-common';
-import { MAX_KEY_SLOTS } from './directory-keys';
+import { takeKeySlotItem } from './directory-keys';
 
 /** How long an invitation stays open unless the caller says otherwise: seven days. */
 export const INVITATION_DEFAULT_HOURS = 168;
@@ -34,6 +38,12 @@ export class InvitationNotFoundError extends AdminError {
   }
 }
 
+/**
+ * What an invitation is for: `join` brings a new member in (and holds a key slot); `passkey`
+ * adds a passkey to an existing member (and holds none).
+ */
+export type InvitationKind = 'join' | 'passkey';
+
 /** What is stored: never the secret. */
 export interface InvitationRecord {
   readonly pk: string;
@@ -43,12 +53,16 @@ export interface InvitationRecord {
   readonly secretHash: string;
   readonly email: string;
   readonly role: 'owner' | 'member';
-  /** The member the invitee becomes (a new one), or the owner's existing member id. */
+  /** The member the invitee becomes (a new one), or the existing member a passkey is for. */
   readonly memberId: string;
   readonly createdAt: number;
   readonly expiresAt: number;
   /** Who invited (principal), for the list. */
   readonly invitedBy: string;
+  /** Absent on invitations made before kinds: an owner's was a passkey one, any other a join. */
+  readonly kind?: InvitationKind;
+  /** Whether it holds a key slot; absent on invitations made before kinds, which all held one. */
+  readonly holdsKeySlot?: boolean;
 }
 
 /** An invitation as listed: no secret, no hash. */
@@ -60,6 +74,9 @@ export interface InvitationView {
   readonly createdAt: string;
   readonly expiresAt: string;
   readonly invitedBy: string;
+  readonly kind: InvitationKind;
+  /** Whether it holds one of the workspace's five key slots while outstanding. */
+  readonly holdsKeySlot: boolean;
 }
 
 /** The passkey the invitee registered, stored when the invitation is accepted. */
@@ -87,6 +104,10 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+function kindOf(r: Pick<InvitationRecord, 'kind' | 'role'>): InvitationKind {
+  return r.kind ?? (r.role === 'owner' ? 'passkey' : 'join');
+}
+
 function toView(r: InvitationRecord): InvitationView {
   return {
     invitationId: r.invitationId,
@@ -96,6 +117,8 @@ function toView(r: InvitationRecord): InvitationView {
     createdAt: new Date(r.createdAt).toISOString(),
     expiresAt: new Date(r.expiresAt).toISOString(),
     invitedBy: r.invitedBy,
+    kind: kindOf(r),
+    holdsKeySlot: r.holdsKeySlot ?? true,
   };
 }
 
@@ -107,31 +130,49 @@ export function parseInvitationToken(token: string): { invitationId: string; sec
 }
 
 /**
- * Invites someone. One transaction takes a key slot (refused when five are held) and writes the
- * invitation. A `member` invitation names a member id that does not exist yet; an `owner`
- * invitation (how the operator hands a new workspace to its owner) names the existing owner.
- * Returns the token for the link: shown once, stored only as its hash.
+ * The existing member an invitation names, if any: `memberId` when given; for an `owner`
+ * invitation the workspace's owner (how the operator hands a new workspace to its owner); for a
+ * member invitation, the member who already has that e-mail.
+ */
+function existingTarget(members: readonly MemberRecord[], input: { workspaceId: string; email?: string; role?: 'owner' | 'member'; memberId?: string }): MemberRecord | undefined {
+  if (input.memberId !== undefined) {
+    const m = members.find((x) => x.memberId === input.memberId);
+    if (m === undefined) throw new MemberNotFoundError(input.workspaceId, input.memberId);
+    if (input.role !== undefined && input.role !== m.role) throw new ValidationError(`member ${m.memberId} is the workspace's ${m.role}; an invitation does not change a role`);
+    return m;
+  }
+  if (input.role === 'owner') {
+    const owner = members.find((m) => m.role === 'owner');
+    if (owner === undefined) throw new WorkspaceNotFoundError(input.workspaceId);
+    return owner;
+  }
+  const email = input.email?.toLowerCase();
+  return email === undefined ? undefined : members.find((m) => m.email?.toLowerCase() === email);
+}
+
+/**
+ * Invites someone. For a new person (a `join` invitation), one transaction takes a key slot
+ * (refused when five are held) and writes the invitation, whose member id does not exist yet.
+ * For an existing member (named by `memberId`, by `role: 'owner'`, or by an e-mail a member
+ * already has), the invitation adds a passkey to that member (a `passkey` invitation): it takes
+ * no slot, and its transaction checks the member is there. Returns the token for the link: shown
+ * once, stored only as its hash.
  */
 export async function createInvitation(
   ctx: AdminContext,
-  input: { workspaceId: string; email: string; role?: 'owner' | 'member'; expiresInHours?: number; invitedBy: string },
+  input: { workspaceId: string; email?: string; role?: 'owner' | 'member'; memberId?: string; expiresInHours?: number; invitedBy: string },
 ): Promise<{ invitation: InvitationView; token: string }> {
   checkWorkspaceId(input.workspaceId);
-  const email = checkEmail(input.email);
-  const role = input.role ?? 'member';
+  const given = input.email === undefined || input.email === '' ? undefined : checkEmail(input.email);
   const hours = input.expiresInHours ?? INVITATION_DEFAULT_HOURS;
-  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`expiresInHours must be 1 to ${INVITATION_MAX_HOURS}`);
+  if (!Number.isSafeInteger(hours) || hours < 1 || hours > INVITATION_MAX_HOURS) throw new ValidationError(`an invitation lasts 1 to ${INVITATION_MAX_HOURS} hours, not ${String(hours)}`);
   await lapseInvitations(ctx, input.workspaceId);
-  const members = await listMemberRecords(ctx, input.workspaceId);
-  let memberId: string;
-  if (role === 'owner') {
-    const owner = members.find((m) => m.role === 'owner');
-    if (owner === undefined) throw new WorkspaceNotFoundError(input.workspaceId);
-    memberId = owner.memberId;
-  } else {
-    if (members.some((m) => m.email?.toLowerCase() === email.toLowerCase())) throw new ValidationError(`${email} is already a member of workspace ${input.workspaceId}`);
-    memberId = newId('mem');
+  const target = existingTarget(await listMemberRecords(ctx, input.workspaceId), { ...input, ...(given === undefined ? {} : { email: given }) });
+  const email = given ?? target?.email;
+  if (email === undefined) {
+    throw new ValidationError(target === undefined ? 'an e-mail is required' : `member ${target.memberId} has no e-mail on record: give the e-mail the passkey is for`);
   }
+  const kind: InvitationKind = target === undefined ? 'join' : 'passkey';
   const now = nowOf(ctx);
   const invitationId = `inv_${randomBytes(10).toString('hex')}`;
   const secret = randomBytes(32).toString('base64url');
@@ -142,37 +183,54 @@ export async function createInvitation(
     invitationId,
     secretHash: sha256(secret),
     email,
-    role,
-    memberId,
+    role: target?.role ?? 'member',
+    memberId: target?.memberId ?? newId('mem'),
     createdAt: now,
     expiresAt: now + hours * 3_600_000,
     invitedBy: input.invitedBy,
+    kind,
+    holdsKeySlot: kind === 'join',
   };
-  await transact(
-    ctx,
-    [
-      {
-        Update: {
-          TableName: table(ctx, 'workspaces'),
-          Key: { pk: input.workspaceId, sk: META },
-          UpdateExpression: 'SET keySlots = if_not_exists(keySlots, :zero) + :one',
-          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(keySlots) OR keySlots < :max)',
-          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':max': MAX_KEY_SLOTS },
-        },
+  const put: TransactItem = { Put: { TableName: table(ctx, 'workspaces'), Item: record, ConditionExpression: 'attribute_not_exists(pk)' } };
+  if (kind === 'join') {
+    await transact(
+      ctx,
+      [takeKeySlotItem(ctx, input.workspaceId), put],
+      async (reasons) => {
+        if (!failedAt(reasons, 0)) return undefined;
+        return (await getWorkspace(ctx, input.workspaceId)) === undefined ? new WorkspaceNotFoundError(input.workspaceId) : new KeySlotsFullError(input.workspaceId);
       },
-      { Put: { TableName: table(ctx, 'workspaces'), Item: record, ConditionExpression: 'attribute_not_exists(pk)' } },
-    ],
-    async (reasons) => {
-      if (!failedAt(reasons, 0)) return undefined;
-      return (await getWorkspace(ctx, input.workspaceId)) === undefined ? new WorkspaceNotFoundError(input.workspaceId) : new KeySlotsFullError(input.workspaceId);
-    },
-  );
+    );
+  } else {
+    await transact(
+      ctx,
+      [
+        {
+          // The member may have been removed since the read: an invitation for nobody is refused.
+          ConditionCheck: {
+            TableName: table(ctx, 'workspaces'),
+            Key: { pk: input.workspaceId, sk: memberSk(record.memberId) },
+            ConditionExpression: 'attribute_exists(pk)',
+          },
+        },
+        put,
+      ],
+      (reasons) => (failedAt(reasons, 0) ? new MemberNotFoundError(input.workspaceId, record.memberId) : undefined),
+    );
+  }
   return { invitation: toView(record), token: `${invitationId}.${secret}` };
 }
 
-/** The item that ends an invitation and the update that gives its slot back, as one pair. */
-function endItems(ctx: AdminContext, r: { workspaceId: string; invitationId: string }, extraCondition?: { expr: string; values: Record<string, unknown> }): TransactItem[] {
-  return [
+/**
+ * The item that ends an invitation and, when it holds a key slot, the update that gives the slot
+ * back, together.
+ */
+function endItems(
+  ctx: AdminContext,
+  r: { workspaceId: string; invitationId: string; holdsKeySlot: boolean },
+  extraCondition?: { expr: string; values: Record<string, unknown> },
+): TransactItem[] {
+  const end: TransactItem[] = [
     {
       Delete: {
         TableName: table(ctx, 'workspaces'),
@@ -181,6 +239,10 @@ function endItems(ctx: AdminContext, r: { workspaceId: string; invitationId: str
         ...(extraCondition === undefined ? {} : { ExpressionAttributeValues: extraCondition.values }),
       },
     },
+  ];
+  if (!r.holdsKeySlot) return end;
+  return [
+    ...end,
     {
       Update: {
         TableName: table(ctx, 'workspaces'),
@@ -209,7 +271,7 @@ export async function lapseInvitations(ctx: AdminContext, workspaceId: string): 
   for (const r of await records(ctx, workspaceId)) {
     if (r.expiresAt > now) continue;
     try {
-      await transact(ctx, endItems(ctx, r, { expr: 'expiresAt <= :now', values: { ':now': now } }), () => new InvitationNotFoundError());
+      await transact(ctx, endItems(ctx, { workspaceId, invitationId: r.invitationId, holdsKeySlot: toView(r).holdsKeySlot }, { expr: 'expiresAt <= :now', values: { ':now': now } }), () => new InvitationNotFoundError());
       lapsed++;
     } catch (err) {
       if (!(err instanceof InvitationNotFoundError)) throw err;
@@ -226,11 +288,18 @@ export async function listInvitations(ctx: AdminContext, input: { workspaceId: s
   return (await records(ctx, input.workspaceId)).sort((a, b) => a.createdAt - b.createdAt).map(toView);
 }
 
-/** Cancels an outstanding invitation and frees its slot. */
-export async function cancelInvitation(ctx: AdminContext, input: { workspaceId: string; invitationId: string }): Promise<{ invitationId: string }> {
+/** Cancels an outstanding invitation and frees its slot (when it holds one). */
+export async function cancelInvitation(ctx: AdminContext, input: { workspaceId: string; invitationId: string }): Promise<{ invitationId: string; freedKeySlot: boolean }> {
   checkWorkspaceId(input.workspaceId);
-  await transact(ctx, endItems(ctx, input), () => new InvitationNotFoundError());
-  return { invitationId: input.invitationId };
+  const got = await ctx.doc.send(
+    new GetCommand({ TableName: table(ctx, 'workspaces'), Key: { pk: input.workspaceId, sk: invitationSk(input.invitationId) }, ConsistentRead: true }),
+  );
+  if (got.Item === undefined) throw new InvitationNotFoundError();
+  // Whether it holds a slot never changes, so the read decides the transaction's shape; the
+  // delete's condition still makes two racing cancels free the slot once.
+  const { holdsKeySlot } = toView(got.Item as InvitationRecord);
+  await transact(ctx, endItems(ctx, { ...input, holdsKeySlot }), () => new InvitationNotFoundError());
+  return { invitationId: input.invitationId, freedKeySlot: holdsKeySlot };
 }
 
 /**
@@ -253,30 +322,30 @@ export async function openInvitation(ctx: AdminContext, input: { workspaceId: st
 
 /**
  * Accepts an invitation with the passkey the invitee just registered, in one transaction: the
- * invitation ends (still there, same secret, not lapsed), its slot frees, the member is written
- * (or, for an owner invitation, the owner is checked to still be the owner and given the e-mail
- * if their record had none) and the passkey is
- * stored. Either all of it happens or none.
+ * invitation ends (still there, same secret, not lapsed), its slot frees (a join invitation's),
+ * the member is written (or, for a passkey invitation, the member is checked to still be there
+ * in the same role and given the e-mail if their record had none) and the passkey is stored.
+ * Either all of it happens or none.
  */
 export async function acceptInvitation(
   ctx: AdminContext,
   input: { workspaceId: string; token: string; passkey: NewPasskey },
-): Promise<{ memberId: string; role: 'owner' | 'member'; email: string }> {
+): Promise<{ memberId: string; role: 'owner' | 'member'; email: string; kind: InvitationKind }> {
   const invitation = await openInvitation(ctx, input);
   const { secret } = parseInvitationToken(input.token);
   const now = nowOf(ctx);
   const ws = input.workspaceId;
   const memberItem: TransactItem =
-    invitation.role === 'owner'
+    invitation.kind === 'passkey'
       ? {
-          // The owner keeps their member record; it gains the invitation's e-mail if it had none.
+          // The member keeps their record (keys, limits); it gains the invitation's e-mail if it had none.
           Update: {
             TableName: table(ctx, 'workspaces'),
             Key: { pk: ws, sk: memberSk(invitation.memberId) },
             UpdateExpression: 'SET email = if_not_exists(email, :email)',
-            ConditionExpression: 'attribute_exists(pk) AND #role = :owner',
+            ConditionExpression: 'attribute_exists(pk) AND #role = :role',
             ExpressionAttributeNames: { '#role': 'role' },
-            ExpressionAttributeValues: { ':owner': 'owner', ':email': invitation.email },
+            ExpressionAttributeValues: { ':role': invitation.role, ':email': invitation.email },
           },
         }
       : {
@@ -286,13 +355,14 @@ export async function acceptInvitation(
             ConditionExpression: 'attribute_not_exists(pk)',
           },
         };
+  const end = endItems(ctx, { workspaceId: ws, invitationId: invitation.invitationId, holdsKeySlot: invitation.holdsKeySlot }, {
+    expr: 'secretHash = :h AND expiresAt > :now',
+    values: { ':h': sha256(secret), ':now': now },
+  });
   await transact(
     ctx,
     [
-      ...endItems(ctx, { workspaceId: ws, invitationId: invitation.invitationId }, {
-        expr: 'secretHash = :h AND expiresAt > :now',
-        values: { ':h': sha256(secret), ':now': now },
-      }),
+      ...end,
       memberItem,
       {
         Put: {
@@ -312,9 +382,9 @@ export async function acceptInvitation(
         },
       },
     ],
-    (reasons) => (failedAt(reasons, 2) && invitation.role === 'owner' ? new MemberNotFoundError(ws, invitation.memberId) : new InvitationNotFoundError()),
+    (reasons) => (failedAt(reasons, end.length) && invitation.kind === 'passkey' ? new MemberNotFoundError(ws, invitation.memberId) : new InvitationNotFoundError()),
   );
-  return { memberId: invitation.memberId, role: invitation.role, email: invitation.email };
+  return { memberId: invitation.memberId, role: invitation.role, email: invitation.email, kind: invitation.kind };
 }
 
 /** Whether an invitation is still outstanding (not cancelled, accepted or lapsed-and-ended). */

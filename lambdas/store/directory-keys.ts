@@ -4,13 +4,15 @@
  */
 import { QueryCommand, TransactGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES } from '../core/key-slices';
+import { needsArming, trackFromFor } from '../core/limit-arming';
 import { windowId, windowKeys } from '../core/windows';
 import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
-import type { KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
+import type { KeyEndedHow, KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
 import { KEYS_BY_WORKSPACE } from '../shared/schema';
-import type { AdminContext } from './directory-context';
+import type { AdminContext, TransactItem } from './directory-context';
 import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
 import { lastUseOfKey } from './directory-usage';
+import { DEFAULT_CACHE_TTL_MS, armWindow, reopenCounters } from './limit-arming';
 import { windowKey } from './keys';
 import {
   AmbiguousKeyError,
@@ -46,9 +48,30 @@ export interface KeyView {
   readonly createdAt: string;
   readonly expiresAt: string | null;
   readonly revokedAt: string | null;
+  /** Who ended it (a management principal: `console:<ws>/<member>`, an IAM ARN, `local`); null while live or when not kept. */
+  readonly endedBy: string | null;
+  /** How it ended; null while live or expired, or on keys ended before it was kept. */
+  readonly endedHow: KeyEndedHow | null;
   /** `ended` keys are revoked; `expired` ones still hold their slot. */
   readonly state: 'live' | 'expired' | 'ended';
   readonly creditLimit: { readonly micros: number; readonly minor: string; readonly window: WindowCadence } | null;
+}
+
+/**
+ * The transaction item that takes one of the workspace's five key slots (refused when five are
+ * held): minting and an invitation of someone new take theirs from the same counter, so together
+ * they never hold more than five.
+ */
+export function takeKeySlotItem(ctx: AdminContext, workspaceId: string): TransactItem {
+  return {
+    Update: {
+      TableName: table(ctx, 'workspaces'),
+      Key: { pk: workspaceId, sk: META },
+      UpdateExpression: 'SET keySlots = if_not_exists(keySlots, :zero) + :one',
+      ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(keySlots) OR keySlots < :max)',
+      ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':max': MAX_KEY_SLOTS },
+    },
+  };
 }
 
 /**
@@ -80,15 +103,7 @@ export async function createKey(
   await transact(
     ctx,
     [
-      {
-        Update: {
-          TableName: table(ctx, 'workspaces'),
-          Key: { pk: input.workspaceId, sk: META },
-          UpdateExpression: 'SET keySlots = if_not_exists(keySlots, :zero) + :one',
-          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(keySlots) OR keySlots < :max)',
-          ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':max': MAX_KEY_SLOTS },
-        },
-      },
+      takeKeySlotItem(ctx, input.workspaceId),
       { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
       ...(input.memberId === undefined
         ? []
@@ -156,6 +171,8 @@ function toView(k: KeyRecord, now: number): KeyView {
     createdAt: new Date(k.createdAt).toISOString(),
     expiresAt: iso(k.expiresAt),
     revokedAt: iso(k.revokedAt),
+    endedBy: k.revokedAt === undefined ? null : (k.endedBy ?? null),
+    endedHow: k.revokedAt === undefined ? null : (k.endedHow ?? null),
     state: keyState(k, now),
     creditLimit:
       k.creditLimitMicros === undefined
@@ -251,6 +268,13 @@ export async function setKeyExpiry(
 /**
  * Sets a key's credit limit (minor units, counted over `window`, default monthly) or removes it
  * (null). The gateway counts settled plus held in the current window against it.
+ *
+ * A key window is written only while a limit is set (`lambdas/core/limit-arming.ts`). A limit set
+ * where none was, or over another window, is armed before this returns: the record says when
+ * every gateway starts counting the window (the cache lifetime and a margin from now), and at
+ * that moment what the window held before is added to it (`limit-arming.ts` in the store).
+ * Changing the figure of a limit already armed takes effect within the cache lifetime, as before.
+ * Removing it stops the counting; setting one again later arms anew.
  */
 export async function setKeyCreditLimit(
   ctx: AdminContext,
@@ -260,34 +284,54 @@ export async function setKeyCreditLimit(
   if (!WINDOW_CADENCES.includes(window)) throw new ValidationError(`window must be one of ${WINDOW_CADENCES.join(', ')}`);
   const micros = input.limitMinor === null ? null : minorToMicros(input.limitMinor, 'key credit limit', { allowZero: true });
   const key = await resolveKey(ctx, input);
+  const arm = micros !== null && needsArming({ limitMicros: key.creditLimitMicros, cadence: key.creditWindow }, window);
+  // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
+  const resume = micros !== null && !arm && key.creditTrackFrom !== undefined && key.creditArmedFrom !== key.creditTrackFrom;
+  const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : key.creditTrackFrom;
   await conditional(
     () =>
       ctx.doc.send(
         new UpdateCommand({
           TableName: table(ctx, 'keys'),
           Key: { keyHash: key.keyHash },
-          UpdateExpression: micros === null ? 'REMOVE creditLimitMicros, creditWindow' : 'SET creditLimitMicros = :l, creditWindow = :w',
+          UpdateExpression:
+            micros === null
+              ? 'REMOVE creditLimitMicros, creditWindow, creditTrackFrom, creditArmedFrom'
+              : arm
+                ? 'SET creditLimitMicros = :l, creditWindow = :w, creditTrackFrom = :t REMOVE creditArmedFrom'
+                : 'SET creditLimitMicros = :l, creditWindow = :w',
           ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }) },
+          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }), ...(arm ? { ':t': trackFrom } : {}) },
         }),
       ),
     () => new KeyNotFoundError(input.workspaceId, key.keyId),
   );
+  if ((arm || resume) && trackFrom !== undefined) {
+    await armWindow(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: window, generation: trackFrom });
+  }
+  // Removed (or armed anew over another window): the earlier arming's marks must not refuse requests that count nothing now.
+  if ((micros === null || arm) && key.creditTrackFrom !== undefined) {
+    await reopenCounters(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: key.creditWindow ?? 'monthly', generation: key.creditTrackFrom });
+  }
   return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };
 }
 
 /**
  * The transaction item that ends a live key of this workspace: revocation and rotation both end a
- * key this way, and a key already ended (or another workspace's) fails the condition.
+ * key this way, and a key already ended (or another workspace's) fails the condition. The key
+ * keeps when, how and by whom it ended, for the console's list of ended keys.
  */
-function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: number) {
+function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: number, end: { how: KeyEndedHow; by?: string; unexpired?: boolean }) {
   return {
     Update: {
       TableName: table(ctx, 'keys'),
       Key: { keyHash },
-      UpdateExpression: 'SET revokedAt = :now',
-      ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-      ExpressionAttributeValues: { ':now': now, ':ws': workspaceId },
+      UpdateExpression: `SET revokedAt = :now, endedHow = :how${end.by === undefined ? '' : ', endedBy = :by'}`,
+      // `unexpired`: a rotation must not replace a key that expired since it was read (SPEC: never renewed).
+      ConditionExpression:
+        'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)' +
+        (end.unexpired === true ? ' AND (attribute_not_exists(expiresAt) OR expiresAt > :now)' : ''),
+      ExpressionAttributeValues: { ':now': now, ':ws': workspaceId, ':how': end.how, ...(end.by === undefined ? {} : { ':by': end.by }) },
     },
   };
 }
@@ -298,13 +342,16 @@ function endKey(ctx: AdminContext, keyHash: string, workspaceId: string, now: nu
  * key can be revoked too, which is how its slot comes back. One transaction: the key's end and
  * the slot's release cannot come apart.
  */
-export async function revokeKey(ctx: AdminContext, ref: KeyRef): Promise<{ keyId: string; visible: string; revokedAt: string; wasExpired: boolean }> {
+export async function revokeKey(
+  ctx: AdminContext,
+  ref: KeyRef & { by?: string },
+): Promise<{ keyId: string; visible: string; revokedAt: string; wasExpired: boolean }> {
   const key = await resolveKey(ctx, ref);
   const now = nowOf(ctx);
   await transact(
     ctx,
     [
-      endKey(ctx, key.keyHash, ref.workspaceId, now),
+      endKey(ctx, key.keyHash, ref.workspaceId, now, { how: 'revoked', ...(ref.by === undefined ? {} : { by: ref.by }) }),
       {
         Update: {
           TableName: table(ctx, 'workspaces'),
@@ -330,20 +377,24 @@ export async function revokeKey(ctx: AdminContext, ref: KeyRef): Promise<{ keyId
  * Mints a replacement and ends the key it replaces in one transaction (SPEC: the replacement
  * ends the key it replaces in the same motion), so there is never a moment with both or
  * neither. The replacement keeps the key's id, name, member and credit limit: its limit window,
- * its usage and its slot carry on; only the secret changes. It keeps the old expiry when that
- * is still ahead, unless `expiresAt` gives another (null: none). The raw key is returned once.
+ * its usage and its slot carry on; only the secret changes. It keeps the old expiry (always still
+ * ahead, see below), unless `expiresAt` gives another (null: none). The raw key is returned once.
+ *
+ * An expired key is refused (`KeyExpiredError`), here and again in the transaction's condition:
+ * SPEC never renews an expired key, and a live replacement with its id and limit would be one.
+ * It can be revoked, which frees its slot, and a new key created.
  */
 export async function rotateKey(
   ctx: AdminContext,
-  input: KeyRef & { expiresAt?: number | null },
+  input: KeyRef & { expiresAt?: number | null; by?: string },
 ): Promise<{ rawKey: string; keyId: string; visible: string; replacedVisible: string; expiresAt: string | null }> {
   const now = nowOf(ctx);
   if (input.expiresAt !== undefined && input.expiresAt !== null && (!Number.isSafeInteger(input.expiresAt) || input.expiresAt <= now)) {
     throw new ValidationError('a key expiry must be an instant in the future');
   }
   const old = await resolveKey(ctx, input);
-  const expiresAt =
-    input.expiresAt === undefined ? (old.expiresAt !== undefined && old.expiresAt > now ? old.expiresAt : undefined) : (input.expiresAt ?? undefined);
+  if (old.expiresAt !== undefined && old.expiresAt <= now) throw new KeyExpiredError(old.keyId, old.expiresAt, 'rotate');
+  const expiresAt = input.expiresAt === undefined ? old.expiresAt : (input.expiresAt ?? undefined);
   const rawKey = mintKey(prefixForStage(ctx.stage));
   const record: KeyRecord = {
     keyHash: hashKey(rawKey),
@@ -355,11 +406,14 @@ export async function rotateKey(
     ...(old.name === undefined ? {} : { name: old.name }),
     ...(expiresAt === undefined ? {} : { expiresAt }),
     ...(old.creditLimitMicros === undefined ? {} : { creditLimitMicros: old.creditLimitMicros, creditWindow: old.creditWindow ?? 'monthly' }),
+    // The same key id keeps its window items: an arming's generation carries over with it.
+    ...(old.creditTrackFrom === undefined ? {} : { creditTrackFrom: old.creditTrackFrom }),
+    ...(old.creditArmedFrom === undefined ? {} : { creditArmedFrom: old.creditArmedFrom }),
   };
   await transact(
     ctx,
     [
-      endKey(ctx, old.keyHash, input.workspaceId, now),
+      endKey(ctx, old.keyHash, input.workspaceId, now, { how: 'rotated', unexpired: true, ...(input.by === undefined ? {} : { by: input.by }) }),
       { Put: { TableName: table(ctx, 'keys'), Item: record, ConditionExpression: 'attribute_not_exists(keyHash)' } },
     ],
     (reasons) => (failedAt(reasons, 0) ? new KeyNotFoundError(input.workspaceId, old.keyId) : undefined),
@@ -392,7 +446,7 @@ export async function showKey(ctx: AdminContext, ref: KeyRef): Promise<KeyDetail
           .send(
             new TransactGetCommand({
               TransactItems: Array.from({ length: KEY_SLICES }, (_, k) => ({
-                Get: { TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, k, windowKeys.key(key.keyId, cadence, now)) },
+                Get: { TableName: table(ctx, 'ledger'), Key: windowKey(key.workspaceId, k, windowKeys.key(key.keyId, cadence, now, key.creditTrackFrom)) },
               })),
             }),
           )

@@ -3,6 +3,7 @@
  * the keys minted for them.
  */
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { needsArming, trackFromFor } from '../core/limit-arming';
 import type { MemberRecord } from '../shared/records';
 import type { AdminContext, TransactItem } from './directory-context';
 import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
@@ -10,6 +11,7 @@ import { ConcurrentUpdateError, MemberNotFoundError, OwnerRemovalError, Validati
 import { checkEmail, minorToMicros } from './directory-validate';
 import { checkWorkspaceId, getWorkspace, listMemberRecords } from './directory-common';
 import { queryKeyRecords } from './directory-keys';
+import { DEFAULT_CACHE_TTL_MS, armWindow, reopenCounters } from './limit-arming';
 
 /** Adds a (non-owner) member. An e-mail already in the workspace is refused. */
 export async function addMember(ctx: AdminContext, input: { workspaceId: string; email?: string }): Promise<{ memberId: string }> {
@@ -48,26 +50,47 @@ export async function addMember(ctx: AdminContext, input: { workspaceId: string;
   return { memberId };
 }
 
-/** Sets a member's monthly spend limit in minor units, or removes it (null). */
+/**
+ * Sets a member's monthly spend limit in minor units, or removes it (null). A member's month is
+ * written only while a limit is set: one set where none was is armed before this returns, as a
+ * key's credit limit is (see `setKeyCreditLimit`).
+ */
 export async function setMemberMonthlyLimit(
   ctx: AdminContext,
   input: { workspaceId: string; memberId: string; limitMinor: number | null },
 ): Promise<{ memberId: string; monthlyLimitMicros: number | null }> {
   checkWorkspaceId(input.workspaceId);
   const micros = input.limitMinor === null ? null : minorToMicros(input.limitMinor, 'member monthly limit', { allowZero: true });
+  const got = await ctx.doc.send(new GetCommand({ TableName: table(ctx, 'workspaces'), Key: { pk: input.workspaceId, sk: memberSk(input.memberId) }, ConsistentRead: true }));
+  const member = got.Item as MemberRecord | undefined;
+  if (member === undefined) throw new MemberNotFoundError(input.workspaceId, input.memberId);
+  const arm = micros !== null && needsArming({ limitMicros: member.monthlyLimitMicros }, 'monthly');
+  // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
+  const resume = micros !== null && !arm && member.monthlyTrackFrom !== undefined && member.monthlyArmedFrom !== member.monthlyTrackFrom;
+  const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : member.monthlyTrackFrom;
   await conditional(
     () =>
       ctx.doc.send(
         new UpdateCommand({
           TableName: table(ctx, 'workspaces'),
           Key: { pk: input.workspaceId, sk: memberSk(input.memberId) },
-          UpdateExpression: micros === null ? 'REMOVE monthlyLimitMicros' : 'SET monthlyLimitMicros = :m',
+          UpdateExpression:
+            micros === null
+              ? 'REMOVE monthlyLimitMicros, monthlyTrackFrom, monthlyArmedFrom'
+              : arm
+                ? 'SET monthlyLimitMicros = :m, monthlyTrackFrom = :t REMOVE monthlyArmedFrom'
+                : 'SET monthlyLimitMicros = :m',
           ConditionExpression: 'attribute_exists(pk)',
-          ExpressionAttributeValues: micros === null ? undefined : { ':m': micros },
+          ExpressionAttributeValues: micros === null ? undefined : { ':m': micros, ...(arm ? { ':t': trackFrom } : {}) },
         }),
       ),
     () => new MemberNotFoundError(input.workspaceId, input.memberId),
   );
+  if ((arm || resume) && trackFrom !== undefined) await armWindow(ctx, { kind: 'member', workspaceId: input.workspaceId, memberId: input.memberId, generation: trackFrom });
+  // Removed: the earlier arming's marks must not refuse requests that count nothing now.
+  if (micros === null && member.monthlyTrackFrom !== undefined) {
+    await reopenCounters(ctx, { kind: 'member', workspaceId: input.workspaceId, memberId: input.memberId, generation: member.monthlyTrackFrom });
+  }
   return { memberId: input.memberId, monthlyLimitMicros: micros };
 }
 
@@ -85,7 +108,7 @@ const MAX_ROUNDS = 6;
  */
 export async function removeMember(
   ctx: AdminContext,
-  input: { workspaceId: string; memberId: string; revokeKeys: boolean },
+  input: { workspaceId: string; memberId: string; revokeKeys: boolean; by?: string },
 ): Promise<{ memberId: string; revokedKeyIds: string[]; keptKeyIds: string[] }> {
   checkWorkspaceId(input.workspaceId);
   const { workspaceId, memberId } = input;
@@ -120,9 +143,12 @@ export async function removeMember(
         Update: {
           TableName: table(ctx, 'keys'),
           Key: { keyHash: k.keyHash },
-          UpdateExpression: input.revokeKeys ? 'SET revokedAt = :now' : 'REMOVE memberId',
+          // An ended key keeps how and by whom, like a revoked one (the console lists ended keys).
+          UpdateExpression: input.revokeKeys ? `SET revokedAt = :now, endedHow = :how${input.by === undefined ? '' : ', endedBy = :by'}` : 'REMOVE memberId',
           ConditionExpression: 'attribute_exists(keyHash) AND attribute_not_exists(revokedAt) AND memberId = :m',
-          ExpressionAttributeValues: input.revokeKeys ? { ':now': now, ':m': memberId } : { ':m': memberId },
+          ExpressionAttributeValues: input.revokeKeys
+            ? { ':now': now, ':m': memberId, ':how': 'member-removed', ...(input.by === undefined ? {} : { ':by': input.by }) }
+            : { ':m': memberId },
         },
       });
     }

@@ -39,8 +39,8 @@ export interface SlicesView {
   readonly automatic: { readonly growsAboveConflictRate: number; readonly wouldShrinkTo: number | null };
 }
 
-function ledgerTables(ctx: AdminContext): { ledger: string; holds: string; usage: string } {
-  return { ledger: table(ctx, 'ledger'), holds: table(ctx, 'holds'), usage: table(ctx, 'usage') };
+function ledgerTables(ctx: AdminContext): { ledger: string; usage: string } {
+  return { ledger: table(ctx, 'ledger'), usage: table(ctx, 'usage') };
 }
 
 /** A workspace's slice count, floor and recent load. Throws `WorkspaceNotFoundError`. */

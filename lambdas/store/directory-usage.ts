@@ -1,11 +1,14 @@
 /**
  * The usage reads of the management API, on the store's layout of the usage table: a
  * workspace's rows are spread over {@link USAGE_SHARDS} partitions (`<workspaceId>#U<n>`, sort
- * key `<ISO start>#<requestId>`), and the `byRequest` index finds one request's row.
+ * key `<ISO start>#<requestId>`); a request's id carries its start, so its row's key is known from
+ * the workspace and the id. A running request's row is its open hold, not yet a usage row: reads
+ * show settled rows only.
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { UsageRecord } from '../shared/records';
 import { usageRowByRequest } from './balance';
+import { settledRowsFilter } from './request-rows';
 import type { AdminContext } from './directory-context';
 import { table } from './directory-context';
 import { USAGE_SHARDS, allUsagePks } from './keys';
@@ -21,7 +24,7 @@ export async function findUsageRow(
   ctx: AdminContext,
   input: { workspaceId: string; requestId: string; sinceMs: number; untilMs: number },
 ): Promise<UsageRecord | undefined> {
-  const row = await usageRowByRequest(ctx.doc, table(ctx, 'usage'), input.requestId);
+  const row = await usageRowByRequest(ctx.doc, table(ctx, 'usage'), input.workspaceId, input.requestId);
   if (row === undefined || row.workspaceId !== input.workspaceId) return undefined;
   return row.startedAt >= input.sinceMs && row.startedAt <= input.untilMs ? row : undefined;
 }
@@ -40,13 +43,16 @@ export async function lastUseOfKey(
     allUsagePks(input.workspaceId).map(async (pk) => {
       let start: Record<string, unknown> | undefined;
       let read = 0;
+      const settled = settledRowsFilter('keyId = :k');
       do {
         const out = await ctx.doc.send(
           new QueryCommand({
             TableName: table(ctx, 'usage'),
             KeyConditionExpression: 'pk = :pk AND sk BETWEEN :since AND :until',
-            FilterExpression: 'keyId = :k',
+            FilterExpression: settled.FilterExpression,
+            ExpressionAttributeNames: settled.ExpressionAttributeNames,
             ExpressionAttributeValues: {
+              ...settled.ExpressionAttributeValues,
               ':pk': pk,
               ':k': input.keyId,
               ':since': new Date(input.sinceMs).toISOString(),

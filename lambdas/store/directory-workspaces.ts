@@ -3,6 +3,7 @@
  * cap, the permitted-model set and the default route.
  */
 import { DEFAULT_SPEND_RATE_CAP_MINOR } from '../core/limits';
+import { formatMoney, MICROS_PER_MINOR } from '../core/money-format';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { monthId } from '../core/windows';
 import type { BalanceRecord, MemberRecord, WorkspaceRecord } from '../shared/records';
@@ -140,7 +141,7 @@ export async function showWorkspace(
     listMemberRecords(ctx, ws.workspaceId),
     listProfileRecords(ctx, ws.workspaceId),
     // The ledger may be split into slices: the store sums them from one consistent read.
-    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), holds: table(ctx, 'holds'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
+    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
   ]);
   const balance = summary;
   const window = summary.month;
@@ -213,7 +214,7 @@ export async function setSpendRateCap(
     throw new SpendCapError('a spend rate cap of 0 is refused: pause the workspace to stop all requests (sluice workspace pause)');
   }
   if (cap < SPEND_CAP_MIN_MINOR) {
-    throw new SpendCapError(`the spend rate cap is at least ${SPEND_CAP_MIN_MINOR} minor units per 60 seconds, got ${cap}`);
+    throw new SpendCapError(`the spend rate cap is at least ${formatMoney(SPEND_CAP_MIN_MINOR * MICROS_PER_MINOR)} per 60 seconds, got ${formatMoney(cap * MICROS_PER_MINOR)}`);
   }
   const aboveCeiling = cap > SPEND_CAP_CEILING_MINOR && input.force !== true;
   const old = await updateMeta(
@@ -228,7 +229,7 @@ export async function setSpendRateCap(
     },
     () =>
       new SpendCapError(
-        `${cap} is above the self-set ceiling of ${SPEND_CAP_CEILING_MINOR} minor units per 60 seconds; ` +
+        `${formatMoney(cap * MICROS_PER_MINOR)} is above the self-set ceiling of ${formatMoney(SPEND_CAP_CEILING_MINOR * MICROS_PER_MINOR)} per 60 seconds; ` +
           'the customer must ask the service (pass --force); lowering from a higher figure always works',
       ),
   );

@@ -32,9 +32,14 @@ export class UpdateBuilder {
     return key;
   }
 
-  /** A placeholder for an attribute name (every name goes through here: `ttl` and others are reserved). */
+  /**
+   * A placeholder for an attribute name (every name goes through here: `ttl` and others are
+   * reserved). Any character a placeholder cannot hold is spelled by its code between
+   * underscores (an underscore too), so two names never share a placeholder (the slice item's
+   * one-character slot names `-` and `_` among them).
+   */
   a(name: string): string {
-    const key = `#${name.replace(/[^A-Za-z0-9_]/g, '_')}`;
+    const key = `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
     this.names[key] = name;
     return key;
   }

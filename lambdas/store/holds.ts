@@ -1,10 +1,12 @@
 /**
- * Reading the holds' sharded expiry index, for the sweeper: every shard is read, so a hold is
- * found wherever its id put it. Each query reads one shard's partition, so the sweeper's cost is
- * EXPIRY_SHARDS small queries per run plus what it finds.
+ * Reading the open requests' sharded expiry index, for the sweeper: every shard is read, so an
+ * open hold is found wherever its id put it. The index (`byExpiryShard` on the usage table) is
+ * sparse and keys only: an open row carries `expiryShard`, its settlement removes it, so the index
+ * holds exactly the open holds, each entry its row's key and expiry. Each query reads one shard's
+ * partition, so the sweeper's cost is EXPIRY_SHARDS small queries per run plus what it finds.
  */
 import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { HOLDS_BY_EXPIRY } from '../shared/schema';
+import { OPEN_BY_EXPIRY } from '../shared/schema';
 import { allExpiryShards } from './keys';
 
 /**
@@ -37,14 +39,14 @@ export interface ExpiryScan {
 }
 
 /**
- * One pass over every shard of the expiry index: calls `each` with the ids of the holds whose
- * expiry is at or before `now`, a page at a time, and counts the rest. One query per shard (and
- * page): the index is sparse, so a shard holds only the open holds that hashed to it.
- * Once `stop()` says so, no further page is read beyond each shard's first.
+ * One pass over every shard of the expiry index: calls `each` with the row keys (`pk`, `sk`) of
+ * the open requests whose expiry is at or before `now`, a page at a time, and counts the rest. One
+ * query per shard (and page): the index is sparse, so a shard holds only the open holds that
+ * hashed to it. Once `stop()` says so, no further page is read beyond each shard's first.
  */
 export async function scanExpiryIndex(
   doc: DynamoDBDocumentClient,
-  holdsTable: string,
+  usageTable: string,
   now: number,
   each: (page: readonly Record<string, unknown>[]) => Promise<void>,
   stop: () => boolean = () => false,
@@ -55,19 +57,18 @@ export async function scanExpiryIndex(
     do {
       const page = await doc.send(
         new QueryCommand({
-          TableName: holdsTable,
-          IndexName: HOLDS_BY_EXPIRY,
+          TableName: usageTable,
+          IndexName: OPEN_BY_EXPIRY,
           KeyConditionExpression: 'expiryShard = :shard',
           ExpressionAttributeValues: { ':shard': shard },
-          // The index projects everything, but only the id is trusted (the sweeper re-reads the item).
-          ProjectionExpression: 'holdId, expiresAt',
+          // Keys only: the index is eventually consistent, so the sweeper re-reads the row itself.
           ExclusiveStartKey: start,
         }),
       );
       const expired: Record<string, unknown>[] = [];
       for (const item of page.Items ?? []) {
         if (typeof item.expiresAt === 'number' && item.expiresAt > now) live += 1;
-        else expired.push({ holdId: item.holdId });
+        else expired.push({ pk: item.pk, sk: item.sk });
       }
       if (expired.length > 0) await each(expired);
       start = page.LastEvaluatedKey;

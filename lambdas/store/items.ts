@@ -2,20 +2,32 @@
  * Item builders and readers for the ledger: every update and condition the ledger, holds and
  * usage rows are written with lives here (or in the modules beside it), each with its reason.
  *
- * A slice item (`BALANCE`) holds, in one bounded item:
+ * A slice item (`BALANCE`) holds, in one item kept under 1 KB (one write unit, two in a
+ * transaction) however busy the workspace:
  * - `availableMicros`, `heldMicros`, `spentMicros`, `creditedMicros`: the slice's money, with
  *   `credited = available + held + spent` on every slice (moves carry `credited` along);
- * - `rateCap`, `rateRoom`, `rateTotal`, `r<k>`/`s<k>`: the spend-rate cap's headroom on this
- *   slice, what its live reservations total, and 64 cyclic one-second slots (see spend-rate.ts);
+ * - the spend-rate cap's headroom on this slice: `rc` (the cap it was written under), `rr` (the
+ *   headroom), `rt` (what its live reservations total), `rl` (the guard lap) and 64 cyclic
+ *   one-second slots, slot k under the one-character name `SLOT_NAMES[k]`, each one number
+ *   holding its second's lap and its amount (see `core/spend-rate.ts`);
+ * - the slice's share of the workspace month: `mo` (the month, `yyyymm`), `ms` settled, `mh`
+ *   held, `mu` used (their sum), `mr` its share of the month limit's headroom and `ml` the limit
+ *   that headroom was written under (-1: none). A new month's share starts over on the same
+ *   attributes (see {@link addMonthDebit});
  * - on slice 0 only: `sliceCount` (slices admissions use), `sliceHigh` (most ever used, so
- *   retired slices are still read), `sliceFloor` (the operator's setting).
- * A slice's month item (`MONTH#<yyyy-mm>`) holds `settledMicros`, `heldMicros`, `usedMicros`
- * (their sum), `roomMicros` (its share of the month limit's headroom) and `limitMicros`, the
- * limit that headroom was written under (-1: none).
+ *   retired slices are still read), `sliceFloor` (the operator's setting), `sliceChangedAt`.
+ * Names are short because every byte of the item is paid on every write: 64 slots of one
+ * character and a 16-digit number each, about 640 bytes, leave the rest of the item room.
+ *
+ * A key window (`KEYWIN#…`, on each key slice) and a member month (`MEMBERMONTH#…`) hold
+ * `settledMicros`, `heldMicros` and `usedMicros` (their sum); a key slice j > 0 also `roomMicros`
+ * and `limitMicros` (what key slice 0 lent it, and under which limit). They are written only while
+ * their limit is tracked; `armed` marks the instant an arming's base was written (see
+ * `limit-arming.ts`), after which a write that only tracks is refused.
  */
 import type { MonthShareView, SliceEdit, SliceView, WindowView } from '../core/admission';
 import type { KeyShareEdit, KeyShareView } from '../core/key-slices';
-import { RATE_SLOTS, slotOf, type RateSlot } from '../core/spend-rate';
+import { LAP_SKEW, RATE_SLOTS, SLOT_LAPS, SLOT_SPAN, bucketExpiry, guardRange, lapFloor, lapOf, slotEntry, slotOf, slotValue, type RateSlot } from '../core/spend-rate';
 import { UpdateBuilder, type BuiltUpdate } from './expr';
 
 /** An item as the document client returns it. */
@@ -25,45 +37,81 @@ function num(v: unknown): number {
   return typeof v === 'number' ? v : 0;
 }
 
+/** Attribute names of a slice item that are not its money's. */
+export const SLICE_NAMES = {
+  rateCap: 'rc',
+  rateRoom: 'rr',
+  rateTotal: 'rt',
+  guard: 'rl',
+  month: 'mo',
+  monthSettled: 'ms',
+  monthHeld: 'mh',
+  monthUsed: 'mu',
+  monthRoom: 'mr',
+  monthLimit: 'ml',
+} as const;
+const N = SLICE_NAMES;
+
+/** Slot k's attribute: the k-th base64url digit, one character (64 of them, one per slot). */
+export const SLOT_NAMES = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** The attribute of slot `k`. */
+export function slotName(k: number): string {
+  return SLOT_NAMES.charAt(k);
+}
+
+/** The slice's guard lap (`rl`), when it has one. */
+export function guardOf(item: Item | undefined): number | undefined {
+  const g = item?.[N.guard];
+  return typeof g === 'number' ? g : undefined;
+}
+
 /** The occupied spend-rate slots of a slice item. */
 export function slotsOf(item: Item | undefined): RateSlot[] {
   const out: RateSlot[] = [];
-  if (item === undefined) return out;
+  const guard = guardOf(item);
+  if (item === undefined || guard === undefined) return out;
   for (let k = 0; k < RATE_SLOTS; k += 1) {
-    const second = item[`s${k}`];
-    const micros = item[`r${k}`];
-    if (typeof second === 'number') out.push({ slot: k, second, micros: num(micros) });
+    const value = item[slotName(k)];
+    if (typeof value === 'number') out.push(slotEntry(k, value, guard));
   }
   return out;
 }
 
-/** A month item as a view; a missing item is an empty share. */
-export function monthView(item: Item | undefined): MonthShareView {
-  if (item === undefined) return { exists: false, settledMicros: 0, heldMicros: 0, usedMicros: 0, roomMicros: 0, limitMicros: -1 };
+/** The slice item's share of month `month` (`yyyymm`); a share of another month (or none) is empty. */
+export function monthView(item: Item | undefined, month: number): MonthShareView {
+  const stored = item?.[N.month];
+  const storedMonth = typeof stored === 'number' ? stored : undefined;
+  if (item === undefined || storedMonth !== month) {
+    return { exists: false, settledMicros: 0, heldMicros: 0, usedMicros: 0, roomMicros: 0, limitMicros: -1, ...(storedMonth === undefined ? {} : { storedMonth }) };
+  }
   return {
     exists: true,
-    settledMicros: num(item.settledMicros),
-    heldMicros: num(item.heldMicros),
-    usedMicros: num(item.usedMicros),
-    roomMicros: num(item.roomMicros),
-    limitMicros: typeof item.limitMicros === 'number' ? item.limitMicros : -1,
+    settledMicros: num(item[N.monthSettled]),
+    heldMicros: num(item[N.monthHeld]),
+    usedMicros: num(item[N.monthUsed]),
+    roomMicros: num(item[N.monthRoom]),
+    limitMicros: typeof item[N.monthLimit] === 'number' ? (item[N.monthLimit] as number) : -1,
+    storedMonth,
   };
 }
 
-/** A slice item (and its current month item) as a view. */
-export function sliceView(slice: number, item: Item | undefined, month: Item | undefined): SliceView {
+/** A slice item as a view, with its share of month `month` (`yyyymm`). */
+export function sliceView(slice: number, item: Item | undefined, month: number): SliceView {
   const i = item ?? {};
+  const guard = guardOf(item);
   return {
     slice,
     availableMicros: num(i.availableMicros),
     heldMicros: num(i.heldMicros),
     spentMicros: num(i.spentMicros),
     creditedMicros: num(i.creditedMicros),
-    ...(typeof i.rateCap === 'number' ? { rateCap: i.rateCap } : {}),
-    rateRoom: num(i.rateRoom),
-    rateTotal: num(i.rateTotal),
+    ...(typeof i[N.rateCap] === 'number' ? { rateCap: i[N.rateCap] as number } : {}),
+    rateRoom: num(i[N.rateRoom]),
+    rateTotal: num(i[N.rateTotal]),
+    ...(guard === undefined ? {} : { rateGuard: guard }),
     slots: slotsOf(item),
-    month: monthView(month),
+    month: monthView(item, month),
   };
 }
 
@@ -73,11 +121,18 @@ export function windowView(item: Item | undefined): WindowView | undefined {
   return { settledMicros: num(item.settledMicros), heldMicros: num(item.heldMicros), usedMicros: num(item.usedMicros) };
 }
 
+/** Whether a key window or member month item says its arming's base is written (see `limit-arming.ts`). */
+export function isArmed(item: Item | undefined): boolean {
+  return typeof item?.armed === 'number';
+}
+
 /**
  * Adds a reservation of `micros` to the spend-rate record of a slice at second `second`.
  * `known` is the slice as last seen: when it shows an aged-out second in the slot, that entry is
- * removed in the same write (conditioned on exactly what was seen) and its amount returns to the
- * headroom; otherwise the slot must be empty or already this second's.
+ * overwritten in the same write (conditioned on exactly what was seen) and its amount returns to
+ * the headroom; otherwise the slot must be empty or already this lap's with room for the amount.
+ * The guard lap must let this second be told apart from every other slot's (else the write is
+ * refused and the caller first tidies the slots, {@link guardReset}).
  * With `roomCheck`, the headroom must cover the reservation (admission); an extension is not
  * refused by the cap but still counts.
  */
@@ -90,21 +145,26 @@ export function addReservation(
   const seen = known?.slots.find((s) => s.slot === k);
   const stale = seen !== undefined && seen.second !== second ? seen : undefined;
   const freed = stale?.micros ?? 0;
-  const sAttr = u.a(`s${k}`);
-  const rAttr = u.a(`r${k}`);
+  const slot = u.a(slotName(k));
   if (stale !== undefined) {
     // The slot holds a second 64 s old or more, long past counting: overwrite it.
-    u.when(`${sAttr} = ${u.v(stale.second)} AND ${rAttr} = ${u.v(stale.micros)}`);
-    u.set(`${sAttr} = ${u.v(second)}, ${rAttr} = ${u.v(micros)}`);
+    u.when(`${slot} = ${u.v(slotValue(stale.second, stale.micros))}`);
+    u.set(`${slot} = ${u.v(slotValue(second, micros))}`);
   } else {
-    u.when(`attribute_not_exists(${sAttr}) OR ${sAttr} = ${u.v(second)}`);
-    u.set(`${sAttr} = ${u.v(second)}`).add(`r${k}`, micros);
+    // Free, or this lap's (so this second's: a slot is one second of its lap) with room in the value.
+    const floor = lapFloor(second);
+    u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + SLOT_SPAN - 1 - micros)}`);
+    u.set(`${slot} = if_not_exists(${slot}, ${u.v(floor)}) + ${u.v(micros)}`);
   }
-  u.add('rateTotal', micros - freed);
+  const guard = u.a(N.guard);
+  const range = guardRange(second);
+  u.when(`attribute_not_exists(${guard}) OR ${guard} BETWEEN ${u.v(range.low)} AND ${u.v(range.high)}`);
+  u.set(`${guard} = if_not_exists(${guard}, ${u.v(lapOf(second))})`);
+  u.add(N.rateTotal, micros - freed);
   // Never-written headroom: slice 0 owns the whole cap, the others none (see core/admission.ts).
   const init = slice === 0 ? capMicros : 0;
-  const room = u.a('rateRoom');
-  const cap = u.a('rateCap');
+  const room = u.a(N.rateRoom);
+  const cap = u.a(N.rateCap);
   u.set(`${room} = if_not_exists(${room}, ${u.v(init)}) + ${u.v(freed - micros)}, ${cap} = if_not_exists(${cap}, ${u.v(capMicros)})`);
   if (args.roomCheck) {
     const mustHave = micros - freed;
@@ -115,7 +175,57 @@ export function addReservation(
   }
 }
 
-/** The slice's part of an admission (or an extension): the money, then the reservation. */
+/** What a slice's month share is debited with: the month, the limit (if any), and what is known of the item. */
+export interface MonthDebit {
+  /** The month the request counts in (`yyyymm`). */
+  readonly month: number;
+  readonly limitMicros: number | undefined;
+  /** Whether the share's headroom must cover the need (false for a write that only counts). */
+  readonly check: boolean;
+  /** The slice as last seen, when known: its share's month decides whether this write starts a new month's share. */
+  readonly known?: MonthShareView;
+}
+
+/**
+ * The slice's share of the workspace month, on the slice item. Under a limit, the share's
+ * headroom must cover the need; a share never written (or written for an earlier month) starts
+ * with the whole limit on slice 0 and none elsewhere.
+ *
+ * A condition cannot reset a figure, so a new month's share is written whole, and only by a
+ * writer that knows the item holds an earlier month's (from its last read or refused write,
+ * conditioned on exactly that month); a writer that believes the share is this month's, or that
+ * knows nothing, adds to it, conditioned on the item holding this month's share or none. A wrong
+ * belief is refused (ALL_OLD tells the truth) and written again, so this costs a second write
+ * once per slice and process at a month's start, never a wrong figure.
+ */
+export function addMonthDebit(u: UpdateBuilder, args: MonthDebit & { slice: number; micros: number }): void {
+  const { slice, micros, month } = args;
+  const tag = args.limitMicros ?? -1;
+  const init = slice === 0 && args.limitMicros !== undefined ? args.limitMicros : 0;
+  const checked = args.check && args.limitMicros !== undefined;
+  const mo = u.a(N.month);
+  const room = u.a(N.monthRoom);
+  const limit = u.a(N.monthLimit);
+  const older = args.known?.storedMonth;
+  if (older !== undefined && older < month && (!checked || init >= micros)) {
+    u.when(`${mo} = ${u.v(older)}`);
+    u.set(`${mo} = ${u.v(month)}, ${u.a(N.monthSettled)} = ${u.v(0)}, ${u.a(N.monthHeld)} = ${u.v(micros)}, ${u.a(N.monthUsed)} = ${u.v(micros)}`);
+    u.set(`${room} = ${u.v(init - micros)}, ${limit} = ${u.v(tag)}`);
+    return;
+  }
+  const settled = u.a(N.monthSettled);
+  u.set(`${mo} = if_not_exists(${mo}, ${u.v(month)}), ${settled} = if_not_exists(${settled}, ${u.v(0)})`);
+  u.set(`${limit} = if_not_exists(${limit}, ${u.v(tag)}), ${room} = if_not_exists(${room}, ${u.v(init)}) - ${u.v(micros)}`);
+  u.add(N.monthHeld, micros).add(N.monthUsed, micros);
+  if (!checked) {
+    u.when(`attribute_not_exists(${mo}) OR ${mo} = ${u.v(month)}`);
+    return;
+  }
+  const written = `${mo} = ${u.v(month)} AND ${limit} = ${u.v(tag)} AND ${room} >= ${u.v(micros)}`;
+  u.when(init >= micros ? `attribute_not_exists(${mo}) OR (${written})` : written);
+}
+
+/** The slice's part of an admission (or an extension): the money, the month share, then the reservation. */
 export function sliceDebit(args: {
   slice: number;
   known: SliceView | undefined;
@@ -123,6 +233,8 @@ export function sliceDebit(args: {
   second: number;
   capMicros: number;
   roomCheck: boolean;
+  /** The month share to debit; absent for an extension of a hold whose month has ended. */
+  month?: MonthDebit;
   /** On slice 0: the slice count this process believes in; a change refuses the write, and ALL_OLD tells the new count. */
   believedCount?: number;
 }): BuiltUpdate {
@@ -134,39 +246,60 @@ export function sliceDebit(args: {
     u.when(args.believedCount === 1 ? `attribute_not_exists(${count}) OR ${count} = ${u.v(1)}` : `${count} = ${u.v(args.believedCount)}`);
   }
   u.add('availableMicros', -args.micros).add('heldMicros', args.micros);
+  if (args.month !== undefined) addMonthDebit(u, { ...args.month, slice: args.slice, micros: args.micros });
   addReservation(u, args);
   return u.build();
 }
 
-/**
- * The slice's share of the workspace month. Under a limit, the share's headroom must cover the
- * need; a share never written starts with the whole limit on slice 0 and none elsewhere.
- */
-export function monthDebit(args: { slice: number; micros: number; limitMicros: number | undefined; ttl: number | undefined; check: boolean }): BuiltUpdate {
+/** The slice's part of a settlement: the hold leaves `held`, the charge goes to `spent`, the rest back to `available`; and its month share likewise. */
+export function sliceSettle(args: {
+  holdMicros: number;
+  chargeMicros: number;
+  releaseMicros: number;
+  deficitMicros: number;
+  /** The month the hold counted in (`yyyymm`), while the slice still holds that month's share; absent: leave the share alone. */
+  month?: number;
+}): BuiltUpdate {
+  const u = new UpdateBuilder();
+  u.add('availableMicros', args.releaseMicros).add('heldMicros', -args.holdMicros).add('spentMicros', args.chargeMicros);
+  // A charge above the hold may take from the slice only what it has.
+  if (args.deficitMicros > 0) u.when(`${u.a('availableMicros')} >= ${u.v(args.deficitMicros)}`);
+  if (args.month !== undefined) {
+    // Only onto the hold's own month: a share started over for a later month never takes an older hold's figures.
+    const delta = args.chargeMicros - args.holdMicros;
+    u.when(`${u.a(N.month)} = ${u.v(args.month)}`);
+    u.add(N.monthHeld, -args.holdMicros).add(N.monthSettled, args.chargeMicros).add(N.monthUsed, delta).add(N.monthRoom, -delta);
+  }
+  return u.build();
+}
+
+/** A key window (key slice j > 0): the need out of the headroom lent to it under this limit. Without a limit, counted unchecked. */
+export function keyShareDebit(args: { micros: number; limitMicros: number | undefined; ttl: number | undefined; check: boolean; unarmed?: boolean }): BuiltUpdate {
   const u = new UpdateBuilder();
   const tag = args.limitMicros ?? -1;
-  const init = args.slice === 0 && args.limitMicros !== undefined ? args.limitMicros : 0;
   const room = u.a('roomMicros');
   const limit = u.a('limitMicros');
   const settled = u.a('settledMicros');
   u.set(`${settled} = if_not_exists(${settled}, ${u.v(0)})`);
   u.set(`${limit} = if_not_exists(${limit}, ${u.v(tag)})`);
-  u.set(`${room} = if_not_exists(${room}, ${u.v(init)}) - ${u.v(args.micros)}`);
+  u.set(`${room} = if_not_exists(${room}, ${u.v(0)}) - ${u.v(args.micros)}`);
   // A key window that never ends has no ttl (a 0 would have DynamoDB collect it at once).
   if (args.ttl !== undefined) {
     const ttl = u.a('ttl');
     u.set(`${ttl} = if_not_exists(${ttl}, ${u.v(args.ttl)})`);
   }
   u.add('heldMicros', args.micros).add('usedMicros', args.micros);
-  if (args.check && args.limitMicros !== undefined) {
-    const written = `${limit} = ${u.v(tag)} AND ${room} >= ${u.v(args.micros)}`;
-    u.when(init >= args.micros ? `attribute_not_exists(${u.a('usedMicros')}) OR (${written})` : written);
-  }
+  if (args.check && args.limitMicros !== undefined) u.when(`${limit} = ${u.v(tag)} AND ${room} >= ${u.v(args.micros)}`);
+  if (args.unarmed === true) u.when(`attribute_not_exists(${u.a('armed')})`);
   return u.build();
 }
 
-/** A window that is not sliced (key window, member month): `used + need <= limit`, as `used <= limit - need`. */
-export function windowDebit(args: { micros: number; limitMicros: number | undefined; ttl: number | undefined; check: boolean }): BuiltUpdate {
+/**
+ * A window that is not sliced (key slice 0's window, a member month): `used + need <= limit`, as
+ * `used <= limit - need`. With `unarmed` (its limit is being armed), it only counts, and only
+ * until the arming's base is written.
+ */
+export function windowDebit(args: { micros: number; limitMicros: number | undefined; ttl: number | undefined; check: boolean; unarmed?: boolean }): BuiltUpdate {
   const u = new UpdateBuilder();
   const settled = u.a('settledMicros');
   u.set(`${settled} = if_not_exists(${settled}, ${u.v(0)})`);
@@ -179,28 +312,47 @@ export function windowDebit(args: { micros: number; limitMicros: number | undefi
     const used = u.a('usedMicros');
     u.when(`attribute_not_exists(${used}) OR ${used} <= ${u.v(args.limitMicros - args.micros)}`);
   }
+  if (args.unarmed === true) u.when(`attribute_not_exists(${u.a('armed')})`);
   return u.build();
 }
 
+/**
+ * Marks an arming leaves on a key's request counters (`limit-arming.ts`): an admission that does
+ * not count the key's window (or its member's month) is refused where one is set.
+ */
+export const CLOSED_FOR = { key: 'closedForKey', member: 'closedForMember' } as const;
+
+/** The closing marks an admission's counter write must not find: those of the windows it does not count. */
+export type ClosedFor = readonly (typeof CLOSED_FOR)[keyof typeof CLOSED_FOR][];
+
 /** The key's request counter for one minute: at most `limit` requests. */
-export function requestCount(limit: number, ttl: number): BuiltUpdate {
+export function requestCount(limit: number, ttl: number, closed: ClosedFor = []): BuiltUpdate {
   const u = new UpdateBuilder();
   const requests = u.a('requests');
   u.add('requests', 1).set(`${u.a('ttl')} = ${u.v(ttl)}`);
   u.when(`attribute_not_exists(${requests}) OR ${requests} < ${u.v(limit)}`);
+  for (const mark of closed) u.when(`attribute_not_exists(${u.a(mark)})`);
   return u.build();
 }
 
-/** The slice's part of a settlement: the hold leaves `held`, the charge goes to `spent`, the rest back to `available`. */
-export function sliceSettle(args: { holdMicros: number; chargeMicros: number; releaseMicros: number; deficitMicros: number }): BuiltUpdate {
+/** Takes an arming's mark off one minute's request counter (the limit was removed), if the counter is still there. */
+export function reopenCounter(mark: ClosedFor[number]): BuiltUpdate {
   const u = new UpdateBuilder();
-  u.add('availableMicros', args.releaseMicros).add('heldMicros', -args.holdMicros).add('spentMicros', args.chargeMicros);
-  // A charge above the hold may take from the slice only what it has.
-  if (args.deficitMicros > 0) u.when(`${u.a('availableMicros')} >= ${u.v(args.deficitMicros)}`);
+  u.remove(mark).when(`attribute_exists(${u.a('pk')})`);
   return u.build();
 }
 
-/** A window's (or month share's) part of a settlement: held becomes settled, the rest is freed. */
+/**
+ * An arming's mark on one minute's request counter: from now on an admission of that minute that
+ * does not count the window is refused. The counter item is made if missing, with a counter's ttl.
+ */
+export function closeCounter(mark: ClosedFor[number], generation: number, ttl: number): BuiltUpdate {
+  const u = new UpdateBuilder();
+  u.set(`${u.a(mark)} = ${u.v(generation)}, ${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
+  return u.build();
+}
+
+/** A window's (key window, member month) part of a settlement: held becomes settled, the rest is freed. */
 export function windowSettle(args: { holdMicros: number; chargeMicros: number; withRoom: boolean }): BuiltUpdate {
   const u = new UpdateBuilder();
   const delta = args.chargeMicros - args.holdMicros;
@@ -209,12 +361,60 @@ export function windowSettle(args: { holdMicros: number; chargeMicros: number; w
   return u.build();
 }
 
+/** Removes aged-out slots, each conditioned on exactly what was read; returns what they held. */
+function pruneSlots(u: UpdateBuilder, slots: readonly RateSlot[]): number {
+  let freed = 0;
+  for (const s of slots) {
+    freed += s.micros;
+    u.when(`${u.a(slotName(s.slot))} = ${u.v(slotValue(s.second, s.micros))}`);
+    u.remove(slotName(s.slot));
+  }
+  return freed;
+}
+
+/**
+ * Moves the guard lap to `to`: the caller removes in the same write every slot older than
+ * `to − LAP_SKEW` (or outside the new range), so every slot left is told apart under the new
+ * guard. Conditioned on the guard read, so two movers cannot interleave.
+ */
+function moveGuard(u: UpdateBuilder, seen: number | undefined, to: number): void {
+  const guard = u.a(N.guard);
+  u.when(seen === undefined ? `attribute_not_exists(${guard})` : `${guard} = ${u.v(seen)}`);
+  u.set(`${guard} = ${u.v(to)}`);
+}
+
+/** Laps after which a tidy moves the guard lap even when it removes no slot, well inside {@link SLOT_LAPS}. */
+export const GUARD_REFRESH_LAPS = 64;
+
+/** Whether every slot left under guard lap `guard` is told apart (its lap within the guard's range). */
+function fitsGuard(slots: readonly RateSlot[], guard: number): boolean {
+  const low = guard - LAP_SKEW;
+  return slots.every((s) => lapOf(s.second) >= low && lapOf(s.second) <= low + SLOT_LAPS - 1);
+}
+
+/**
+ * The guard lap a tidy at `second` that removes `pruned` (every slot aged out, as read) moves the
+ * guard to: this second's lap, when the guard is behind it and either the tidy removes slots
+ * anyway or the guard is {@link GUARD_REFRESH_LAPS} laps old; undefined: leave it. Only ever
+ * forward, and only when every slot left is told apart under the new guard.
+ */
+export function guardTarget(seen: SliceView, second: number, pruned: readonly RateSlot[]): number | undefined {
+  const lap = lapOf(second);
+  const guard = seen.rateGuard;
+  if (guard === undefined || guard >= lap) return undefined;
+  if (pruned.length === 0 && guard >= lap - GUARD_REFRESH_LAPS) return undefined;
+  const left = seen.slots.filter((s) => !pruned.some((p) => p.slot === s.slot && p.second === s.second));
+  return fitsGuard(left, lap) ? lap : undefined;
+}
+
 /**
  * One slice's part of a rebalance. Givers are conditioned on having what they give (and on the
  * cap and limit their headroom was written under); a rewrite under a new cap or limit is
  * conditioned on exactly the totals it was computed from, so a concurrent change cancels it.
+ * `month`: the month and limit the month share's edit is under (absent: no month limit, no edit).
+ * `guardTo`: move the guard lap there (a tidy that removed every older slot).
  */
-export function sliceRebalance(edit: SliceEdit, seen: SliceView, capMicros: number): BuiltUpdate | undefined {
+export function sliceRebalance(edit: SliceEdit, seen: SliceView, capMicros: number, month?: { id: number; limitMicros: number }, guardTo?: number): BuiltUpdate | undefined {
   const u = new UpdateBuilder();
   let touched = false;
   if (edit.availableDelta !== 0) {
@@ -222,19 +422,18 @@ export function sliceRebalance(edit: SliceEdit, seen: SliceView, capMicros: numb
     u.add('availableMicros', edit.availableDelta).add('creditedMicros', edit.availableDelta);
     if (edit.availableDelta < 0) u.when(`${u.a('availableMicros')} >= ${u.v(-edit.availableDelta)}`);
   }
-  let freed = 0;
-  for (const s of edit.prune) {
+  const freed = pruneSlots(u, edit.prune);
+  if (edit.prune.length > 0) touched = true;
+  if (guardTo !== undefined) {
     touched = true;
-    freed += s.micros;
-    u.when(`${u.a(`s${s.slot}`)} = ${u.v(s.second)} AND ${u.a(`r${s.slot}`)} = ${u.v(s.micros)}`);
-    u.remove(`s${s.slot}`).remove(`r${s.slot}`);
+    moveGuard(u, seen.rateGuard, guardTo);
   }
-  if (freed > 0) u.add('rateTotal', -freed);
-  const room = u.a('rateRoom');
-  const cap = u.a('rateCap');
+  if (freed > 0) u.add(N.rateTotal, -freed);
+  const room = u.a(N.rateRoom);
+  const cap = u.a(N.rateCap);
   if (edit.rateSet !== undefined) {
     touched = true;
-    const total = u.a('rateTotal');
+    const total = u.a(N.rateTotal);
     u.when(seen.rateTotal === 0 ? `attribute_not_exists(${total}) OR ${total} = ${u.v(0)}` : `${total} = ${u.v(seen.rateTotal)}`);
     u.set(`${room} = ${u.v(edit.rateSet)}, ${cap} = ${u.v(capMicros)}`);
   } else if (edit.rateDelta !== 0 || freed > 0) {
@@ -249,37 +448,59 @@ export function sliceRebalance(edit: SliceEdit, seen: SliceView, capMicros: numb
       u.when(`attribute_not_exists(${cap}) OR ${cap} = ${u.v(capMicros)}`);
     }
   }
+  if (month !== undefined && addMonthRebalance(u, edit, seen, month.id, month.limitMicros)) touched = true;
   return touched ? u.build() : undefined;
 }
 
-/** One slice's month share in a rebalance; see {@link sliceRebalance}. */
-export function monthRebalance(edit: SliceEdit, seen: SliceView, limitMicros: number, ttl: number): BuiltUpdate | undefined {
-  if (edit.monthSet === undefined && edit.monthDelta === 0) return undefined;
-  const u = new UpdateBuilder();
-  const room = u.a('roomMicros');
-  const limit = u.a('limitMicros');
-  const used = u.a('usedMicros');
-  for (const name of ['settledMicros', 'heldMicros', 'usedMicros']) {
-    const a = u.a(name);
-    u.set(`${a} = if_not_exists(${a}, ${u.v(0)})`);
-  }
-  const t = u.a('ttl');
-  u.set(`${t} = if_not_exists(${t}, ${u.v(ttl)})`);
-  if (edit.monthSet !== undefined) {
-    u.when(seen.month.exists ? `${used} = ${u.v(seen.month.usedMicros)}` : `attribute_not_exists(${used})`);
-    u.set(`${room} = ${u.v(edit.monthSet)}, ${limit} = ${u.v(limitMicros)}`);
-    return u.build();
-  }
+/** One slice's month share in a rebalance, on the slice item; false when it has nothing to write. */
+function addMonthRebalance(u: UpdateBuilder, edit: SliceEdit, seen: SliceView, month: number, limitMicros: number): boolean {
+  if (edit.monthSet === undefined && edit.monthDelta === 0) return false;
+  const mo = u.a(N.month);
+  const room = u.a(N.monthRoom);
+  const limit = u.a(N.monthLimit);
+  const used = u.a(N.monthUsed);
   const init = seen.slice === 0 ? limitMicros : 0;
-  u.set(`${room} = if_not_exists(${room}, ${u.v(init)}) + ${u.v(edit.monthDelta)}, ${limit} = if_not_exists(${limit}, ${u.v(limitMicros)})`);
-  if (edit.monthDelta < 0) {
-    const give = -edit.monthDelta;
-    const written = `${limit} = ${u.v(limitMicros)} AND ${room} >= ${u.v(give)}`;
-    u.when(init >= give ? `attribute_not_exists(${used}) OR (${written})` : written);
-  } else {
-    u.when(`attribute_not_exists(${used}) OR ${limit} = ${u.v(limitMicros)}`);
+  if (!seen.month.exists) {
+    // No share of this month yet (none, or an earlier month's): it starts here, whole, on exactly what was read.
+    const older = seen.month.storedMonth;
+    u.when(older === undefined ? `attribute_not_exists(${mo})` : `${mo} = ${u.v(older)}`);
+    const startRoom = edit.monthSet ?? init + edit.monthDelta;
+    u.set(`${mo} = ${u.v(month)}, ${u.a(N.monthSettled)} = ${u.v(0)}, ${u.a(N.monthHeld)} = ${u.v(0)}, ${used} = ${u.v(0)}`);
+    u.set(`${room} = ${u.v(startRoom)}, ${limit} = ${u.v(limitMicros)}`);
+    return true;
   }
-  return u.build();
+  u.when(`${mo} = ${u.v(month)}`);
+  if (edit.monthSet !== undefined) {
+    u.when(`${used} = ${u.v(seen.month.usedMicros)}`);
+    u.set(`${room} = ${u.v(edit.monthSet)}, ${limit} = ${u.v(limitMicros)}`);
+    return true;
+  }
+  u.add(N.monthRoom, edit.monthDelta);
+  if (edit.monthDelta < 0) u.when(`${limit} = ${u.v(limitMicros)} AND ${room} >= ${u.v(-edit.monthDelta)}`);
+  else u.when(`${limit} = ${u.v(limitMicros)}`);
+  return true;
+}
+
+/**
+ * The write that lets a reservation at `second` go through when the slice's guard lap no longer
+ * tells its slots apart (a slice untouched for most of {@link SLOT_LAPS} laps, or a clock behind
+ * it): every slot aged out at `now` or outside the new guard's range is removed (its amount back
+ * to the headroom), and the guard moves to this second's lap. Conditioned on what was read.
+ */
+export function guardReset(seen: SliceView, second: number, now: number, capMicros: number): { built: BuiltUpdate; pruned: RateSlot[] } {
+  const lap = lapOf(second);
+  const pruned = seen.slots.filter((s) => bucketExpiry(s.second) <= now || !fitsGuard([s], lap));
+  const u = new UpdateBuilder();
+  const freed = pruneSlots(u, pruned);
+  moveGuard(u, seen.rateGuard, lap);
+  if (freed > 0) {
+    u.add(N.rateTotal, -freed);
+    const room = u.a(N.rateRoom);
+    const cap = u.a(N.rateCap);
+    u.set(`${room} = if_not_exists(${room}, ${u.v(seen.slice === 0 ? capMicros : 0)}) + ${u.v(freed)}`);
+    u.when(`attribute_not_exists(${cap}) OR ${cap} = ${u.v(seen.rateCap ?? capMicros)}`);
+  }
+  return { built: u.build(), pruned };
 }
 
 /** The attribute names of a key share: the request counter's, or the key window's. */
@@ -292,7 +513,7 @@ export interface KeyShareNames {
 
 /** The request counter's names (slice 0 keeps `requests`, as it always had). */
 export const COUNTER_NAMES: KeyShareNames = { used: 'requests', given: 'given', room: 'room', tag: 'lim' };
-/** The key window's names (a key slice j > 0 uses the month share's `roomMicros`/`limitMicros`). */
+/** The key window's names. */
 export const KEY_WINDOW_NAMES: KeyShareNames = { used: 'usedMicros', given: 'givenMicros', room: 'roomMicros', tag: 'limitMicros' };
 
 /** A key share (counter or window) on key slice `slice` as a view; a missing item is empty. */
@@ -311,15 +532,17 @@ export function keyShareView(slice: number, item: Item | undefined, names: KeySh
 }
 
 /** The request counter on key slice j > 0: one request out of the headroom lent to it under this rate. */
-export function keyCounterDebit(limit: number, ttl: number): BuiltUpdate {
+export function keyCounterDebit(limit: number, ttl: number, closed: ClosedFor = []): BuiltUpdate {
   const u = new UpdateBuilder();
   u.add('requests', 1).add('room', -1).set(`${u.a('ttl')} = ${u.v(ttl)}`);
   u.when(`${u.a('lim')} = ${u.v(limit)} AND ${u.a('room')} >= ${u.v(1)}`);
+  for (const mark of closed) u.when(`attribute_not_exists(${u.a(mark)})`);
   return u.build();
 }
 
+// Not parenthesised: `when` adds the parentheses, and DynamoDB refuses redundant ones.
 const equalsSeen = (u: UpdateBuilder, name: string, seen: number): string =>
-  seen === 0 ? `(attribute_not_exists(${u.a(name)}) OR ${u.a(name)} = ${u.v(0)})` : `${u.a(name)} = ${u.v(seen)}`;
+  seen === 0 ? `attribute_not_exists(${u.a(name)}) OR ${u.a(name)} = ${u.v(0)}` : `${u.a(name)} = ${u.v(seen)}`;
 
 /**
  * One key share's part of a key rebalance. Slice 0 lends (its `used` and `given` grow together,

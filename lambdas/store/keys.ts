@@ -5,13 +5,17 @@
  * ledger table (pk, sk):
  * - `WS#<ws>` / `BALANCE`: slice 0 of the workspace (money, spend-rate headroom, the slice count).
  * - `WS#<ws>#S<i>` / `BALANCE`: slice i > 0; every slice on its own partition key value.
- * - `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`: slice i's share of the workspace month, on its own
- *   partition key value so a hot slice's money item and month share are separate loads.
- * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>` and `RATE#<keyId>#<minute>`: the key's own items
- *   (key slice 0); `KEY#<ws>#<keyId>#S<j>`: the same items on key slice j > 0 (see core/key-slices.ts).
- * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>`: a member's month.
- * holds table: `holdId`, with `expiryShard` (`X<n>`) spreading the sweeper's index.
- * usage table: `pk` = `<ws>#U<n>`, sk `<iso time>#<requestId>`; index `byRequest` on `requestId`.
+ * - Slice i's share of the workspace month is on its slice item (`MONTH#<yyyy-mm>` in a request's
+ *   windows names it); it had its own item, `WSM#<ws>#<i>` / `MONTH#<yyyy-mm>`, before.
+ * - `KEY#<ws>#<keyId>` / `KEYWIN#<keyId>#<windowId>[~<generation>]` and `RATE#<keyId>#<minute>`: the
+ *   key's own items (key slice 0); `KEY#<ws>#<keyId>#S<j>`: the same items on key slice j > 0 (see
+ *   core/key-slices.ts). The window is written only while the key's limit is tracked.
+ * - `MEMBER#<ws>#<memberId>` / `MEMBERMONTH#<memberId>#<yyyy-mm>[~<generation>]`: a member's month,
+ *   written only while the member's limit is tracked.
+ * - `<window's home pk>` / `ADOPTED#<window sk>#<requestId>`: a request a limit's arming adopted
+ *   (`limit-arming.ts`).
+ * usage table: a request's row, `pk` = `<ws>#U<n>`, sk `<iso start>#<requestId>`; while it is open
+ * it carries `expiryShard` (`X<n>`), which puts it in the sweeper's sparse index.
  */
 import { createHash } from 'node:crypto';
 import { keySliceOf } from '../core/key-slices';
@@ -19,14 +23,15 @@ import { keySliceOf } from '../core/key-slices';
 /** The sort key of a slice's money item. */
 export const BALANCE_SK = 'BALANCE';
 /**
- * Most slices one workspace may have: a snapshot of every slice and its month share, plus the
- * key's and member's items, fits one TransactGetItems (100 items).
+ * Most slices one workspace may have. A snapshot of every slice (its month share is on its item)
+ * and the key's and member's items (up to 17) fits one TransactGetItems (100 items) with room to
+ * spare; 48 is what the store map's figures called for (see docs/store.md).
  */
 export const MAX_SLICES = 48;
 /**
- * Shards of the holds' expiry index. Every admission puts one index entry and its settlement
- * deletes it, 2 write units per request on one shard; 256 shards keep each under 1,000 units/s up
- * to 128,000 requests/s for the whole service.
+ * Shards of the open requests' expiry index. Every admission puts one index entry and its
+ * settlement deletes it, 2 write units per request on one shard; 256 shards keep each under
+ * 1,000 units/s up to 128,000 requests/s for the whole service.
  */
 export const EXPIRY_SHARDS = 256;
 /** Shards of one workspace's usage rows: 32 × 500 requests/s (2 units each, in a transaction). */
@@ -47,19 +52,13 @@ export function sliceKey(workspaceId: string, slice: number): { pk: string; sk: 
   return { pk: slicePk(workspaceId, slice), sk: BALANCE_SK };
 }
 
-/** Partition key of slice `slice`'s shares of the workspace month. */
+/**
+ * Partition key slice `slice`'s month share had before it moved onto the slice item. Nothing
+ * writes it now; the bench's store map still names the family (its owner drops it with its next
+ * change).
+ */
 export function monthPk(workspaceId: string, slice: number): string {
   return `WSM#${workspaceId}#${slice}`;
-}
-
-/** The key of slice `slice`'s share of the month `yyyy-mm`. */
-export function monthKey(workspaceId: string, slice: number, month: string): { pk: string; sk: string } {
-  return { pk: monthPk(workspaceId, slice), sk: monthSk(month) };
-}
-
-/** Sort key of a slice's share of a workspace month (`yyyy-mm`). */
-export function monthSk(month: string): string {
-  return `MONTH#${month}`;
 }
 
 /** Partition key of a key's own items (the workspace is part of it: a key id is only unique within its workspace's records). */
@@ -80,7 +79,7 @@ export function memberPk(workspaceId: string, memberId: string): string {
 /**
  * The ledger key of a window a hold occupies, from the sort key the hold records: key windows
  * live under the key (on the key slice of the hold's slice), member months under the member, the
- * workspace month under the hold's slice.
+ * workspace month on the hold's slice item itself.
  */
 export function windowKey(workspaceId: string, slice: number, sk: string): { pk: string; sk: string } {
   if (sk.startsWith('KEYWIN#') || sk.startsWith('RATE#')) {
@@ -91,10 +90,10 @@ export function windowKey(workspaceId: string, slice: number, sk: string): { pk:
     const memberId = sk.slice('MEMBERMONTH#'.length, sk.lastIndexOf('#'));
     return { pk: memberPk(workspaceId, memberId), sk };
   }
-  return { pk: monthPk(workspaceId, slice), sk };
+  return sliceKey(workspaceId, slice);
 }
 
-/** The expiry index shard of a hold. */
+/** The expiry index shard of an open request's row. */
 export function expiryShard(holdId: string): string {
   return `X${shardOf(holdId, EXPIRY_SHARDS)}`;
 }
@@ -104,9 +103,19 @@ export function allExpiryShards(): string[] {
   return Array.from({ length: EXPIRY_SHARDS }, (_, i) => `X${i}`);
 }
 
-/** Partition key of a usage row. */
+/** Partition key of a request's row. */
 export function usagePk(workspaceId: string, requestId: string): string {
   return `${workspaceId}#U${shardOf(requestId, USAGE_SHARDS)}`;
+}
+
+/** Sort key of a request's row: when it started (ISO, so rows sort by time) and its id. */
+export function usageSk(startedAt: number, requestId: string): string {
+  return `${new Date(startedAt).toISOString()}#${requestId}`;
+}
+
+/** The key of a request's row. */
+export function requestRowKey(workspaceId: string, requestId: string, startedAt: number): { pk: string; sk: string } {
+  return { pk: usagePk(workspaceId, requestId), sk: usageSk(startedAt, requestId) };
 }
 
 /** Every usage partition of a workspace, for reading its rows by time. */

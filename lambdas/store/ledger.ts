@@ -1,7 +1,8 @@
 /**
  * The ledger on DynamoDB, sliced for hot workspaces. One TransactWriteItems admits (the key's
- * request counter, the hold, one slice item, that slice's month share, the key's window and the
- * member's month, each conditional), one settles (the hold, the slice, the windows, the usage row).
+ * request counter, the request's row put open as its hold, one slice item, that slice's month
+ * share, the key's window and the member's month, each conditional), one settles (the row turned
+ * into its usage row, the slice, the windows; `request-rows.ts`).
  *
  * Every condition is written with `ReturnValuesOnConditionCheckFailure: ALL_OLD`, so a cancelled
  * transaction hands back the state it was refused on: a request counter at its limit refuses at
@@ -29,16 +30,17 @@ import {
 } from '../core/admission';
 import { KEY_SLICES as KEY_SLICE_READ, keySliceCount, keySliceOf, keyTotals, planKeyRebalance, type KeyShareEdit, type KeyShareView } from '../core/key-slices';
 import { settlementAmounts } from '../core/settlement';
-import { bucketOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
-import { monthId, windowEnd, windowKeys } from '../core/windows';
+import { bucketOf, guardAdmits, lapOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
+import { monthIdOf, monthNumber, monthNumberOf, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
-import type { HoldRecord, UsageRecord } from '../shared/records';
-import { COUNTER_NAMES, KEY_WINDOW_NAMES, keyCounterDebit, keyShareRebalance, keyShareView, type KeyShareNames } from './items';
-import { monthDebit, monthRebalance, requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
+import type { HoldRecord } from '../shared/records';
+import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
+import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
-import { BALANCE_SK, MAX_SLICES, expiryShard, keyPk, keySlicePk, memberPk, monthKey, shardOf, sliceKey, usagePk, windowKey } from './keys';
+import { BALANCE_SK, MAX_SLICES, keyPk, keySlicePk, memberPk, shardOf, sliceKey, windowKey } from './keys';
+import { extendRowUpdate, holdKey, isOpenRow, openRowPut, pendingChargeUpdate, rowStart, settleRowUpdate } from './request-rows';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -46,7 +48,7 @@ type TransactItem = TransactItems[number];
 /** Table names the ledger writes, and what its usage rows keep. */
 export interface LedgerTables {
   readonly ledger: string;
-  readonly holds: string;
+  /** Requests' rows: each an open hold from admission, a usage row from settlement. */
   readonly usage: string;
   /** Days before DynamoDB TTL collects a usage row; absent: kept. */
   readonly usageRetentionDays?: number;
@@ -55,8 +57,6 @@ export interface LedgerTables {
 const DAY_S = 86_400;
 /** Windows are kept this long past their end, for the CLI's ledger view. */
 const WINDOW_RETENTION_S = 400 * DAY_S;
-/** Holds are garbage-collected by TTL this long after their expiry (the sweeper settles them first). */
-const HOLD_RETENTION_S = 7 * DAY_S;
 const MAX_ATTEMPTS = 30;
 /** Attempts of a read the store cancelled for a conflict or left unprocessed (about 3 s of pauses). */
 const READ_ATTEMPTS = 20;
@@ -120,6 +120,60 @@ function update(table: string, key: Record<string, unknown>, built: BuiltUpdate)
   return { Update: { TableName: table, Key: key, ...built, ...(built.ConditionExpression !== undefined ? { ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } : {}) } };
 }
 
+/** A window a request occupies beyond its slice's month share: the key's window or the member's month. */
+interface WindowSpec {
+  readonly sk: string;
+  readonly kind: 'key' | 'member';
+  /** The limit it is checked under; undefined: counted only (a hold's window whose limit has since gone). */
+  readonly limitMicros: number | undefined;
+  /** Its limit is being armed and this process has not seen the base written: counted, unchecked, and only until then. */
+  readonly unarmed: boolean;
+  readonly ttl: number | undefined;
+}
+
+/** What the ledger remembers of an armed window: the workspace and the window's sort key (which names its generation). */
+const armedId = (workspaceId: string, sk: string): string => `${workspaceId}\u0000${sk}`;
+
+/** The window item's part of an admission or extension of `micros`, on key slice `k` (a member month is one item). */
+function windowWrite(w: WindowSpec, k: number, micros: number): BuiltUpdate {
+  const check = !w.unarmed && w.limitMicros !== undefined;
+  if (w.kind === 'key' && k !== 0) return keyShareDebit({ micros, limitMicros: w.unarmed ? undefined : w.limitMicros, ttl: w.ttl, check, unarmed: w.unarmed });
+  return windowDebit({ micros, limitMicros: w.limitMicros, ttl: w.ttl, check, unarmed: w.unarmed });
+}
+
+/** The arming marks an admission's counter write must not meet: those of the windows it does not count (BYOK counts none and is never refused by them). */
+function closedFor(request: AdmitRequest): ClosedFor {
+  if (request.byok) return [];
+  const marks: ClosedFor[number][] = [];
+  if (request.limits.keyLimitMicros === undefined) marks.push(CLOSED_FOR.key);
+  if (request.memberId !== undefined && request.limits.memberLimitMicros === undefined) marks.push(CLOSED_FOR.member);
+  return marks;
+}
+
+/** The month (`yyyymm`) a hold counts in, from its `MONTH#<yyyy-mm>` window; undefined for a BYOK hold. */
+function holdMonth(hold: HoldRecord): number | undefined {
+  const sk = hold.windows.find((w) => w.startsWith('MONTH#'));
+  return sk === undefined ? undefined : monthNumberOf(sk.slice('MONTH#'.length));
+}
+
+/** An extension as an admission of `extraMicros` on the hold's behalf: what reads and moves for it are planned with. */
+function extensionRequest(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): AdmitRequest {
+  return {
+    holdId: hold.holdId,
+    workspaceId: hold.workspaceId,
+    keyId: hold.keyId,
+    ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
+    family: hold.family,
+    requestedModel: hold.requestedModel,
+    amountMicros: extraMicros,
+    inputMicros: 0,
+    byok: false,
+    limits,
+    now,
+    expiresAt: hold.expiresAt,
+  };
+}
+
 /** What one process knows of a workspace's slices (learned from reads and refused writes). */
 interface SliceMemo {
   active: number;
@@ -137,6 +191,8 @@ export class LedgerContentionError extends Error {
 
 export class DynamoLedger implements Ledger {
   private readonly memo = new Map<string, SliceMemo>();
+  /** Windows being armed whose base this process has seen written (their limit is enforced from then on). */
+  private readonly armed = new Set<string>();
   /** The client (the benchmark counts its round trips by wrapping it: `bench/round-trips.ts`). */
   private get db(): DocumentSender {
     return this.doc;
@@ -168,10 +224,10 @@ export class DynamoLedger implements Ledger {
     return m;
   }
 
-  /** Learns what slice 0 says of the slice count. */
-  private learn(memo: SliceMemo, slice: number, item: Item | undefined): void {
+  /** Learns what slice 0 says of the slice count, and what a slice item says of its slots and month share. */
+  private learn(memo: SliceMemo, slice: number, item: Item | undefined, month: number): void {
     if (item === undefined) return;
-    memo.seen.set(slice, sliceView(slice, item, undefined));
+    memo.seen.set(slice, sliceView(slice, item, month));
     if (slice === 0) {
       memo.active = Math.max(1, Math.min(MAX_SLICES, num(item.sliceCount) || 1));
       memo.high = Math.max(memo.active, Math.min(MAX_SLICES, num(item.sliceHigh) || 1));
@@ -179,36 +235,64 @@ export class DynamoLedger implements Ledger {
   }
 
   /**
-   * Keeps what this process knows of a slice's spend-rate slots current after its own write: a
-   * reservation it made, and aged-out slots it removed. Without this, the next reservation in a
-   * slot this process had just pruned (or reused since its last read) names the wrong stored
-   * state, is cancelled, and costs a second round trip before the first byte. Another process's
-   * writes can still make it stale; a refusal's ALL_OLD then corrects it, as before.
+   * Keeps what this process knows of a slice current after its own write: a reservation it made
+   * (and the month share it wrote), and aged-out slots it removed. Without this, the next
+   * reservation in a slot this process had just pruned (or reused since its last read) names the
+   * wrong stored state, is cancelled, and costs a second round trip before the first byte.
+   * Another process's writes can still make it stale; a refusal's ALL_OLD then corrects it.
    */
-  private noteSlots(memo: SliceMemo, slice: number, reserved?: { second: number; micros: number }, pruned: readonly RateSlot[] = []): void {
+  private noteSlots(memo: SliceMemo, slice: number, reserved?: { second: number; micros: number; month?: number }, pruned: readonly RateSlot[] = [], guard?: number): void {
     const seen = memo.seen.get(slice);
     if (seen === undefined) return;
     let slots = pruned.length > 0 ? slotsAfterPrune(seen.slots, pruned) : seen.slots;
     if (reserved !== undefined) slots = slotsAfterReservation(slots, reserved.second, reserved.micros);
-    memo.seen.set(slice, { ...seen, slots });
+    // After its own month debit the share is that month's: the next write adds to it.
+    const month = reserved?.month !== undefined && seen.month.storedMonth !== reserved.month ? { ...seen.month, storedMonth: reserved.month } : seen.month;
+    const rateGuard = guard ?? seen.rateGuard ?? (reserved !== undefined ? lapOf(reserved.second) : undefined);
+    memo.seen.set(slice, { ...seen, slots, month, ...(rateGuard === undefined ? {} : { rateGuard }) });
   }
 
-  /** The windows a request occupies, with the limit each must stay under. */
-  private windowSpecs(request: AdmitRequest): { sk: string; limitMicros?: number; ttl?: number; kind: 'key' | 'member' | 'month' }[] {
-    const { limits, now } = request;
-    const monthEnd = windowEnd('monthly', now);
-    const specs: { sk: string; limitMicros?: number; ttl?: number; kind: 'key' | 'member' | 'month' }[] = [
-      { sk: windowKeys.key(request.keyId, limits.keyWindow, now), kind: 'key', ttl: ttlAfter(windowEnd(limits.keyWindow, now)), ...(limits.keyLimitMicros !== undefined ? { limitMicros: limits.keyLimitMicros } : {}) },
-    ];
-    if (request.memberId !== undefined) {
-      specs.push({ sk: windowKeys.member(request.memberId, now), kind: 'member', ttl: ttlAfter(monthEnd), ...(limits.memberLimitMicros !== undefined ? { limitMicros: limits.memberLimitMicros } : {}) });
+  /**
+   * The windows a request occupies beyond its slice's month share: the key's window and the
+   * member's month, each only while its limit is tracked (given in the limits). A window being
+   * armed is counted without its limit until this process has seen the arming's base written.
+   */
+  private windowSpecs(request: AdmitRequest): WindowSpec[] {
+    const { limits } = request;
+    // A request counts in the window of its start, as its row records it (`rowStart`): the same
+    // instant the gateway decided by whether a limit being armed counts it (`core/limit-arming.ts`).
+    const start = rowStart(request.holdId, request.now);
+    const specs: WindowSpec[] = [];
+    if (limits.keyLimitMicros !== undefined) {
+      const sk = windowKeys.key(request.keyId, limits.keyWindow, start, limits.keyWindowGeneration);
+      const unarmed = limits.keyLimitArming === true && !this.armed.has(armedId(request.workspaceId, sk));
+      specs.push({ sk, kind: 'key', limitMicros: limits.keyLimitMicros, unarmed, ttl: ttlAfter(windowEnd(limits.keyWindow, start)) });
     }
-    specs.push({ sk: windowKeys.workspace(now), kind: 'month', ttl: ttlAfter(monthEnd), ...(limits.workspaceLimitMicros !== undefined ? { limitMicros: limits.workspaceLimitMicros } : {}) });
+    if (request.memberId !== undefined && limits.memberLimitMicros !== undefined) {
+      const sk = windowKeys.member(request.memberId, start, limits.memberMonthGeneration);
+      const unarmed = limits.memberLimitArming === true && !this.armed.has(armedId(request.workspaceId, sk));
+      specs.push({ sk, kind: 'member', limitMicros: limits.memberLimitMicros, unarmed, ttl: ttlAfter(windowEnd('monthly', start)) });
+    }
     return specs;
   }
 
-  /** The admission's transaction on slice `slice`, items in a fixed order: counter, hold, slice, windows. */
-  private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo): TransactItems {
+  /** The limits a request is refused under now: a limit still being armed does not refuse yet. */
+  private enforced(request: AdmitRequest): AdmissionLimits {
+    const specs = this.windowSpecs(request);
+    const { limits } = request;
+    const key = specs.find((w) => w.kind === 'key');
+    const member = specs.find((w) => w.kind === 'member');
+    if (key?.unarmed !== true && member?.unarmed !== true) return limits;
+    const { keyLimitMicros, memberLimitMicros, ...rest } = limits;
+    return {
+      ...rest,
+      ...(keyLimitMicros !== undefined && key?.unarmed !== true ? { keyLimitMicros } : {}),
+      ...(memberLimitMicros !== undefined && member?.unarmed !== true ? { memberLimitMicros } : {}),
+    };
+  }
+
+  /** The admission's transaction on slice `slice`, items in a fixed order: counter, hold, slice (with its month share), then the key's and member's windows that are tracked. */
+  private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo, countMonth: number): TransactItems {
     const { limits, now } = request;
     const need = request.amountMicros;
     const k = this.keySliceFor(request, slice);
@@ -218,29 +302,22 @@ export class DynamoLedger implements Ledger {
       update(
         this.tables.ledger,
         { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, now) },
-        k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl) : keyCounterDebit(limits.keyRatePerMinute, counterTtl),
+        k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl, closedFor(request)) : keyCounterDebit(limits.keyRatePerMinute, counterTtl, closedFor(request)),
       ),
-      // The hold is new: its id is the request's, so a retried admission cannot place it twice.
-      { Put: { TableName: this.tables.holds, Item: hold, ConditionExpression: 'attribute_not_exists(holdId)' } },
+      // The request's row, open: its hold (`request-rows.ts`).
+      openRowPut(this.tables.usage, hold),
     ];
     if (request.byok) return items;
+    const known = memo.seen.get(slice);
+    const month: MonthDebit = { month: countMonth, limitMicros: limits.workspaceLimitMicros, check: true, ...(known !== undefined ? { known: known.month } : {}) };
     items.push(
       update(
         this.tables.ledger,
         sliceKey(request.workspaceId, slice),
-        sliceDebit({ slice, known: memo.seen.get(slice), micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true, believedCount: memo.active }),
+        sliceDebit({ slice, known, micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true, believedCount: memo.active, month }),
       ),
     );
-    for (const w of this.windowSpecs(request)) {
-      const key = windowKey(request.workspaceId, slice, w.sk);
-      const built =
-        w.kind === 'month'
-          ? monthDebit({ slice, micros: need, limitMicros: w.limitMicros, ttl: w.ttl ?? 0, check: true })
-          : w.kind === 'key' && k !== 0
-            ? monthDebit({ slice: k, micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true })
-            : windowDebit({ micros: need, limitMicros: w.limitMicros, ttl: w.ttl, check: true });
-      items.push(update(this.tables.ledger, key, built));
-    }
+    for (const w of this.windowSpecs(request)) items.push(update(this.tables.ledger, windowKey(request.workspaceId, slice, w.sk), windowWrite(w, k, need)));
     return items;
   }
 
@@ -254,8 +331,11 @@ export class DynamoLedger implements Ledger {
     const need = request.amountMicros;
     const memo = this.memoOf(request.workspaceId);
     let slice = request.byok ? 0 : shardOf(request.holdId, memo.active);
-    const windows = request.byok ? [] : this.windowSpecs(request).map((w) => w.sk);
-    const hold: HoldRecord = {
+    // The month the request counts in: its own, unless the slice's share has already started a
+    // later one (a clock a moment behind another's at a month's end): then that one.
+    let month = monthNumber(now);
+    const windowsIn = (m: number): string[] => (request.byok ? [] : [...this.windowSpecs(request).map((w) => w.sk), `MONTH#${monthIdOf(m)}`]);
+    let hold: HoldRecord = {
       holdId: request.holdId,
       workspaceId: request.workspaceId,
       keyId: request.keyId,
@@ -264,28 +344,29 @@ export class DynamoLedger implements Ledger {
       requestedModel: request.requestedModel,
       amountMicros: need,
       inputMicros: request.inputMicros,
-      windows,
+      windows: windowsIn(month),
       byok: request.byok,
-      createdAt: now,
+      // The start its id carries: the row's sort key, so the row can be found from the id.
+      createdAt: rowStart(request.holdId, now),
       expiresAt: request.expiresAt,
-      expiryShard: expiryShard(request.holdId),
-      ttl: Math.floor(request.expiresAt / 1000) + HOLD_RETENTION_S,
     };
-    const ask: AdmissionAsk = { needMicros: need, limits, byok: request.byok, hasMember: request.memberId !== undefined, now };
-    // A need above a limit can never fit: go straight to the snapshot, which names the refusal.
-    const impossible =
-      !request.byok &&
-      (need > limits.spendRateCapMicros ||
-        (limits.keyLimitMicros !== undefined && need > limits.keyLimitMicros) ||
-        (request.memberId !== undefined && limits.memberLimitMicros !== undefined && need > limits.memberLimitMicros) ||
-        (limits.workspaceLimitMicros !== undefined && need > limits.workspaceLimitMicros));
+    const askNow = (): AdmissionAsk => ({ needMicros: need, limits: this.enforced(request), byok: request.byok, hasMember: request.memberId !== undefined, now });
     let conflicted = false;
+    let guardResets = 0;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
+      // A need above a limit can never fit: go straight to the snapshot, which names the refusal.
+      const enforced = this.enforced(request);
+      const impossible =
+        !request.byok &&
+        (need > enforced.spendRateCapMicros ||
+          (enforced.keyLimitMicros !== undefined && need > enforced.keyLimitMicros) ||
+          (request.memberId !== undefined && enforced.memberLimitMicros !== undefined && need > enforced.memberLimitMicros) ||
+          (enforced.workspaceLimitMicros !== undefined && need > enforced.workspaceLimitMicros));
       if (!impossible) {
         const placed = { ...hold, ...(slice !== 0 ? { slice } : {}) };
         try {
-          await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo) }));
-          if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need });
+          await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo, month) }));
+          if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need, month });
           this.countAdmission(request.workspaceId, memo, conflicted);
           this.sliceStats.note(request.workspaceId, conflicted, memo.active);
           return { admitted: true, hold: placed };
@@ -303,38 +384,62 @@ export class DynamoLedger implements Ledger {
           const counter = reasonItem(err, 0);
           // (On key slice 0 only when it has lent nothing: what it lent may still be unspent elsewhere.)
           if (failed(err, 0) && counter !== undefined && num(counter.requests) >= limits.keyRatePerMinute && num(counter.given) === 0) {
-            return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: num(counter.requests) }, ask) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
+            return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: num(counter.requests) }, askNow()) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
           }
+          // A limit is being armed on a window this request does not count: it started before
+          // tracking did and may no longer be admitted uncounted. Refused as a store fault (503),
+          // so the client's retry, which counts the window, decides.
+          if (failed(err, 0) && closedFor(request).some((mark) => counter?.[mark] !== undefined)) {
+            throw new LedgerContentionError('a limit is being armed on a window this admission does not count');
+          }
+          // A window being armed had its base written meanwhile: from now on its limit is enforced.
+          if (!request.byok && this.learnArmed(request.workspaceId, this.windowSpecs(request), err, 3)) continue;
           if (!request.byok && failed(err, 2)) {
             const seenBefore = memo.seen.get(slice);
             const believed = memo.active;
             const item = reasonItem(err, 2);
-            this.learn(memo, slice, item);
+            this.learn(memo, slice, item, month);
+            const stored = memo.seen.get(slice)?.month.storedMonth;
+            if (stored !== undefined && stored > month) {
+              month = stored;
+              hold = { ...hold, windows: windowsIn(month) };
+              this.learn(memo, slice, item, month);
+              continue;
+            }
             // Slice 0 said the workspace has another slice count: pick again among the real ones.
             if (slice === 0 && memo.active !== believed) {
               slice = shardOf(request.holdId, memo.active);
               continue;
             }
             const seenNow = memo.seen.get(slice);
-            // Only the spend-rate slot was stale: try again at once, overwriting it.
-            if (item !== undefined && seenNow !== undefined && this.onlyStaleSlot(seenNow, seenBefore, request, attempt)) continue;
+            if (item !== undefined && seenNow !== undefined) {
+              // The slice's guard lap no longer tells this second apart (a slice left alone for
+              // many hours, or a clock behind it): tidy its slots, then write again.
+              if (!guardAdmits(seenNow.rateGuard, bucketOf(now)) && guardResets < 3) {
+                guardResets += 1;
+                await this.resetGuard(request.workspaceId, seenNow, request);
+                continue;
+              }
+              // Only the spend-rate slot, or the month the share is stored for, was not what this write assumed: write again on what came back.
+              if (this.onlyStale(seenNow, seenBefore, request, attempt)) continue;
+            }
           }
         }
       }
       const believed = memo.active;
-      let snapshot = await this.snapshot(request.workspaceId, memo, request);
-      if (refusalFor(snapshot, ask) !== undefined) {
+      let snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'items', month);
+      if (refusalFor(snapshot, askNow()) !== undefined) {
         // Read item by item, a sum can miss what a move carried between two reads: only a
         // consistent read of every slice decides a refusal. A workspace that never had a second
         // slice keeps each quantity on one item, and one strongly consistent item read is exact.
-        if (snapshot.slices.length > 1) snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'whole');
-        const refusal = refusalFor(snapshot, ask);
+        if (snapshot.slices.length > 1) snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'whole', month);
+        const refusal = refusalFor(snapshot, askNow());
         if (refusal !== undefined) return { admitted: false, refusal };
       }
       if (!request.byok) {
         // The snapshot may have taught this process the workspace's real slice count: choose among those.
         if (slice >= snapshot.active || believed !== snapshot.active) slice = shardOf(request.holdId, snapshot.active);
-        await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, ask), limits, now);
+        await this.rebalance(request.workspaceId, snapshot, planRebalance(snapshot, slice, askNow()), limits, month);
       }
       const moved = await this.rebalanceKey(request, snapshot, this.keySliceFor(request, slice));
       if (request.byok && !moved) await pause(attempt);
@@ -343,16 +448,51 @@ export class DynamoLedger implements Ledger {
   }
 
   /**
-   * Whether a refused slice write may have failed only over its spend-rate slot: the slot (as
-   * ALL_OLD shows it) is not what this process wrote its condition for, while the credit is there.
-   * Then the write is simply tried again on what came back, without a snapshot.
+   * Whether a cancelled write met a window whose arming's base was written since this process
+   * last looked (its write only counted, and is refused from that moment): remembers it, so the
+   * next attempt enforces the limit. `from` is the index of the first window item.
    */
-  private onlyStaleSlot(seen: SliceView, before: SliceView | undefined, request: AdmitRequest, attempt: number): boolean {
+  private learnArmed(workspaceId: string, windows: readonly WindowSpec[], err: Cancelled, from: number): boolean {
+    let learned = false;
+    windows.forEach((w, i) => {
+      if (w.unarmed && failed(err, from + i) && isArmed(reasonItem(err, from + i))) {
+        this.armed.add(armedId(workspaceId, w.sk));
+        learned = true;
+      }
+    });
+    return learned;
+  }
+
+  /** Tidies a slice's slots so its guard lap admits `request`'s second again (see `guardReset`). */
+  private async resetGuard(workspaceId: string, seen: SliceView, request: AdmitRequest): Promise<void> {
+    const { built, pruned } = guardReset(seen, bucketOf(request.now), request.now, request.limits.spendRateCapMicros);
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: [update(this.tables.ledger, sliceKey(workspaceId, seen.slice), built)] }));
+      this.noteSlots(this.memoOf(workspaceId), seen.slice, undefined, pruned, lapOf(bucketOf(request.now)));
+    } catch (err) {
+      // Another writer moved the slice meanwhile: the admission's next attempt reads what it left.
+      if (!isCancelled(err) && !isConditionFailure(err)) throw err;
+    }
+  }
+
+  /**
+   * Whether a refused slice write may have failed only over what it assumed of the slice's form,
+   * while the credit is there: the spend-rate slot (as ALL_OLD shows it) is not what this process
+   * wrote its condition for, or the month share is stored for another month than the write
+   * assumed (a new month's share is written whole, an existing one added to). Then the write is
+   * simply tried again on what came back, without a snapshot.
+   */
+  private onlyStale(seen: SliceView, before: SliceView | undefined, request: AdmitRequest, attempt: number): boolean {
     if (attempt > 4 || seen.availableMicros < request.amountMicros) return false;
     const k = slotOf(bucketOf(request.now));
     const now = seen.slots.find((s) => s.slot === k);
     const then = before?.slots.find((s) => s.slot === k);
-    return now?.second !== then?.second || now?.micros !== then?.micros;
+    if (now?.second !== then?.second || now?.micros !== then?.micros) return true;
+    const month = monthNumber(request.now);
+    const rolls = (m: number | undefined): boolean => m !== undefined && m < month;
+    const assumed = before?.month.storedMonth;
+    const stored = seen.month.storedMonth;
+    return rolls(assumed) !== rolls(stored) || (rolls(stored) && assumed !== stored);
   }
 
   /** Counts an admission toward the slice-growth decision; grows the count when conflicts call for it. */
@@ -375,44 +515,54 @@ export class DynamoLedger implements Ledger {
   }
 
   /**
-   * Every slice (and the windows a request occupies), read either `whole` (one consistent
-   * TransactGetItems: what a refusal is decided on) or by `items` (strongly consistent reads of
-   * each item: what moves are planned on, since each move is conditioned on what it read). On
-   * DynamoDB a TransactGetItems is cancelled when any item it reads is in an ongoing write, and
-   * a hot workspace's slices nearly always have one; item reads never conflict.
+   * Every slice (with its month share, on the same item) and the windows a request occupies,
+   * read either `whole` (one consistent TransactGetItems: what a refusal is decided on) or by
+   * `items` (strongly consistent reads of each item: what moves are planned on, since each move
+   * is conditioned on what it read). On DynamoDB a TransactGetItems is cancelled when any item it
+   * reads is in an ongoing write, and a hot workspace's slices nearly always have one; item reads
+   * never conflict. A key window or member month is read only while its limit is tracked.
    */
-  private async snapshot(workspaceId: string, memo: SliceMemo, request?: AdmitRequest, at?: number, read: 'whole' | 'items' = 'items'): Promise<AdmissionSnapshot> {
+  private async snapshot(workspaceId: string, memo: SliceMemo, request?: AdmitRequest, at?: number, read: 'whole' | 'items' = 'items', countMonth?: number): Promise<AdmissionSnapshot> {
     const now = request?.now ?? at ?? Date.now();
+    const month = countMonth ?? monthNumber(now);
     for (;;) {
       const high = memo.high;
       const keys: { pk: string; sk: string }[] = [];
-      for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i), monthKey(workspaceId, i, monthId(now)));
-      let memberAt = -1;
+      for (let i = 0; i < high; i += 1) keys.push(sliceKey(workspaceId, i));
       const keySlices = keySliceCount(high);
       const firstKeyAt = keys.length;
+      const specs = request === undefined ? [] : this.windowSpecs(request);
+      const keyWindow = specs.find((w) => w.kind === 'key');
+      const memberMonth = specs.find((w) => w.kind === 'member');
+      const stride = keyWindow === undefined ? 1 : 2;
+      let memberAt = -1;
       if (request !== undefined) {
         for (let k = 0; k < keySlices; k += 1) {
           const pk = keySlicePk(request.workspaceId, request.keyId, k);
-          keys.push({ pk, sk: windowKeys.rate(request.keyId, now) }, { pk, sk: windowKeys.key(request.keyId, request.limits.keyWindow, now) });
+          keys.push({ pk, sk: windowKeys.rate(request.keyId, now) });
+          if (keyWindow !== undefined) keys.push({ pk, sk: keyWindow.sk });
         }
-        if (request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: windowKeys.member(request.memberId, now) }) - 1;
+        if (memberMonth !== undefined && request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: memberMonth.sk }) - 1;
       }
       const got = read === 'whole' ? await this.readConsistently(keys, firstKeyAt) : await this.readItems(keys);
-      this.learn(memo, 0, got[0]);
+      this.learn(memo, 0, got[0], month);
       if (memo.high > high) continue; // slice 0 says more slices were used than we read
       const slices: SliceView[] = [];
       for (let i = 0; i < high; i += 1) {
-        const view = sliceView(i, got[2 * i], got[2 * i + 1]);
+        const view = sliceView(i, got[i], month);
         slices.push(view);
-        if (got[2 * i] !== undefined) memo.seen.set(i, view);
+        if (got[i] !== undefined) memo.seen.set(i, view);
       }
       const keyCounters: KeyShareView[] = [];
       const keyWindows: KeyShareView[] = [];
       if (request !== undefined) {
         for (let k = 0; k < keySlices; k += 1) {
-          keyCounters.push(keyShareView(k, got[firstKeyAt + 2 * k], COUNTER_NAMES));
-          keyWindows.push(keyShareView(k, got[firstKeyAt + 2 * k + 1], KEY_WINDOW_NAMES));
+          keyCounters.push(keyShareView(k, got[firstKeyAt + stride * k], COUNTER_NAMES));
+          if (keyWindow !== undefined) keyWindows.push(keyShareView(k, got[firstKeyAt + stride * k + 1], KEY_WINDOW_NAMES));
         }
+        // An arming's base is written on key slice 0's window and on the member's month: from then on, enforced.
+        if (keyWindow?.unarmed === true && isArmed(got[firstKeyAt + 1])) this.armed.add(armedId(workspaceId, keyWindow.sk));
+        if (memberMonth?.unarmed === true && memberAt >= 0 && isArmed(got[memberAt])) this.armed.add(armedId(workspaceId, memberMonth.sk));
       }
       const windowTotals = keyTotals(keyWindows);
       return {
@@ -495,10 +645,11 @@ export class DynamoLedger implements Ledger {
     };
     const counters = snapshot.keyCounters ?? [];
     if (what.counter) add(planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active), counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, now), Math.floor(now / 1000) + 180);
-    if (!request.byok && limits.keyLimitMicros !== undefined) {
+    // The key window's headroom is lent only under a limit that is enforced (a window being armed is only counted).
+    const keyWindow = this.windowSpecs(request).find((w) => w.kind === 'key');
+    if (!request.byok && keyWindow !== undefined && !keyWindow.unarmed && keyWindow.limitMicros !== undefined) {
       const windows = snapshot.keyWindows ?? [];
-      const ttl = ttlAfter(windowEnd(limits.keyWindow, now));
-      add(planKeyRebalance(windows, k, request.amountMicros, limits.keyLimitMicros, active), windows, KEY_WINDOW_NAMES, limits.keyLimitMicros, windowKeys.key(request.keyId, limits.keyWindow, now), ttl);
+      add(planKeyRebalance(windows, k, request.amountMicros, keyWindow.limitMicros, active), windows, KEY_WINDOW_NAMES, keyWindow.limitMicros, keyWindow.sk, keyWindow.ttl);
     }
     if (items.length === 0) return false;
     try {
@@ -512,19 +663,15 @@ export class DynamoLedger implements Ledger {
   }
 
   /** Writes a rebalance plan in one conditional transaction; false when it was cancelled (the state moved). */
-  private async rebalance(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan, limits: AdmissionLimits, now: number): Promise<boolean> {
+  private async rebalance(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan, limits: AdmissionLimits, month: number): Promise<boolean> {
     const items: TransactItems = [];
-    const month = monthId(now);
-    const monthTtl = ttlAfter(windowEnd('monthly', now)) ?? 0;
+    // The month share is on the slice item: one write per slice carries its money, rate and month moves.
+    const share = limits.workspaceLimitMicros === undefined ? undefined : { id: month, limitMicros: limits.workspaceLimitMicros };
     for (const edit of plan.edits) {
       const seen = snapshot.slices[edit.slice];
       if (seen === undefined) continue;
-      const s = sliceRebalance(edit, seen, limits.spendRateCapMicros);
+      const s = sliceRebalance(edit, seen, limits.spendRateCapMicros, share);
       if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
-      if (limits.workspaceLimitMicros !== undefined) {
-        const m = monthRebalance(edit, seen, limits.workspaceLimitMicros, monthTtl);
-        if (m !== undefined) items.push(update(this.tables.ledger, monthKey(workspaceId, edit.slice, month), m));
-      }
     }
     if (items.length === 0) return true;
     try {
@@ -545,9 +692,11 @@ export class DynamoLedger implements Ledger {
     let available: number | undefined;
     let lastError: unknown;
     let moved = false;
+    // The month the hold counted in, while its slice still holds that month's share.
+    let month = hold.byok ? undefined : holdMonth(hold);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
       const amounts = settlementAmounts(hold.amountMicros, wanted, available);
-      const items = this.settleItems(hold, settlement, amounts.chargeMicros, amounts.uncollectedMicros, amounts.releaseMicros, amounts.deficitMicros);
+      const items = this.settleItems(hold, settlement, amounts, month);
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
         // After the reply: the admissions' load report, when one is due (never awaited).
@@ -564,9 +713,17 @@ export class DynamoLedger implements Ledger {
         if (failed(err, 0)) {
           // Either already settled (idempotent: nothing to do), or the stored hold has grown
           // since this copy was taken: settle what is stored, so the right amount returns.
-          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.holds, Key: { holdId: hold.holdId }, ConsistentRead: true }))).Item;
-          if (stored === undefined) return false;
-          hold = { ...hold, amountMicros: num(stored.amountMicros) };
+          // (Or a limit's arming adopted it, adding a window: settle onto that too.)
+          const stored = reasonItem(err, 0) ?? (await this.db.send(new GetCommand({ TableName: this.tables.usage, Key: holdKey(hold), ConsistentRead: true }))).Item;
+          if (!isOpenRow(stored)) return false;
+          hold = { ...hold, amountMicros: num(stored?.amountMicros), ...(Array.isArray(stored?.windows) ? { windows: stored?.windows as string[] } : {}) };
+          continue;
+        }
+        const sliceItem = failed(err, 1) ? reasonItem(err, 1) : undefined;
+        if (month !== undefined && sliceItem !== undefined && sliceItem.mo !== month) {
+          // The slice's month share has started over for a later month: this hold's month is
+          // over and its figures gone with it; settle the money alone.
+          month = undefined;
           continue;
         }
         if (failed(err, 1) && !hold.byok) {
@@ -585,18 +742,8 @@ export class DynamoLedger implements Ledger {
         await pause(attempt);
       }
     }
-    // Leave the computed charge on the hold, so the sweeper settles it for what it really cost.
-    await this.db
-      .send(
-        new UpdateCommand({
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          UpdateExpression: 'SET pendingChargeMicros = :charge',
-          ConditionExpression: 'attribute_exists(holdId)',
-          ExpressionAttributeValues: { ':charge': wanted },
-        }),
-      )
-      .catch(() => undefined);
+    // Leave the computed charge on the open row, so the sweeper settles it for what it really cost.
+    await this.db.send(new UpdateCommand(pendingChargeUpdate(this.tables.usage, hold, wanted))).catch(() => undefined);
     throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
@@ -621,19 +768,23 @@ export class DynamoLedger implements Ledger {
     return false;
   }
 
-  /** Writes slice edits that move credit or prune slots (no headroom moves), under the cap each slice was written with. */
-  private async rebalanceMoney(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan): Promise<boolean> {
+  /**
+   * Writes slice edits that move credit or prune slots (no headroom moves), under the cap each
+   * slice was written with; `guardTo` also moves the target slice's guard lap (a tidy).
+   */
+  private async rebalanceMoney(workspaceId: string, snapshot: AdmissionSnapshot, plan: RebalancePlan, guardTo?: number): Promise<boolean> {
     const items: TransactItems = [];
     for (const edit of plan.edits) {
       const seen = snapshot.slices[edit.slice];
       if (seen === undefined) continue;
-      const s = sliceRebalance(edit, seen, seen.rateCap ?? 0);
+      const s = sliceRebalance(edit, seen, seen.rateCap ?? 0, undefined, edit.slice === plan.target ? guardTo : undefined);
       if (s !== undefined) items.push(update(this.tables.ledger, sliceKey(workspaceId, edit.slice), s));
     }
     if (items.length === 0) return false;
     try {
       await this.db.send(new TransactWriteCommand({ TransactItems: items }));
       this.notePrunes(workspaceId, plan);
+      if (guardTo !== undefined) this.noteSlots(this.memoOf(workspaceId), plan.target, undefined, [], guardTo);
       return true;
     } catch (err) {
       if (!isCancelled(err)) throw err;
@@ -665,105 +816,74 @@ export class DynamoLedger implements Ledger {
     const seen = snapshot.slices[slice];
     if (seen === undefined || seen.rateCap === undefined) return;
     const { expired } = partitionSlots(seen.slots, now);
-    if (expired.length === 0) return;
+    // The guard lap follows the clock, so the slots' seconds stay told apart (see `core/spend-rate.ts`).
+    const guardTo = guardTarget(seen, bucketOf(now), expired);
+    if (expired.length === 0 && guardTo === undefined) return;
     const prune: SliceEdit = { slice, availableDelta: 0, prune: expired, rateDelta: 0, monthDelta: 0 };
-    await this.rebalanceMoney(workspaceId, snapshot, { target: slice, edits: [prune] }).catch(() => false);
+    await this.rebalanceMoney(workspaceId, snapshot, { target: slice, edits: [prune] }, guardTo).catch(() => false);
   }
 
-  private settleItems(hold: HoldRecord, s: Settlement, chargeMicros: number, uncollectedMicros: number, releaseMicros: number, deficitMicros: number): TransactItems {
-    const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
+  /**
+   * The settlement's transaction: the request's row (open, it becomes the usage row), the slice
+   * (its money, and its month share while the slice holds `month`'s), each tracked window the hold
+   * occupies.
+   */
+  private settleItems(hold: HoldRecord, s: Settlement, amounts: ReturnType<typeof settlementAmounts>, month: number | undefined): TransactItems {
+    const { chargeMicros, uncollectedMicros, releaseMicros, deficitMicros } = amounts;
     const slice = hold.slice ?? 0;
-    const usage: UsageRecord & { uncollectedMicros?: number; pk: string; ttl?: number } = {
-      pk: usagePk(hold.workspaceId, hold.holdId),
-      workspaceId: hold.workspaceId,
-      sk: `${new Date(hold.createdAt).toISOString()}#${hold.holdId}`,
-      requestId: hold.holdId,
-      keyId: hold.keyId,
-      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
-      family: hold.family,
-      requestedModel: hold.requestedModel,
-      ...(s.servedBy !== undefined ? { servedBy: s.servedBy } : {}),
-      ...(s.provider !== undefined ? { provider: s.provider } : {}),
-      stream: s.stream,
-      byok: s.byok ?? hold.byok,
-      status: s.status,
-      outcome: s.outcome,
-      inputTokens: counts.inputTokens,
-      cachedInputTokens: counts.cachedInputTokens,
-      outputTokens: counts.outputTokens,
-      reasoningTokens: counts.reasoningTokens,
-      chargeMicros,
-      holdMicros: hold.amountMicros,
-      attempts: s.attempts,
-      startedAt: hold.createdAt,
-      durationMs: Math.max(0, s.now - hold.createdAt),
-      ...(s.firstByteMs !== undefined ? { firstByteMs: s.firstByteMs } : {}),
-      ...(s.estimated === true ? { estimated: true } : {}),
-      ...(uncollectedMicros > 0 ? { uncollectedMicros } : {}),
-      ...(this.tables.usageRetentionDays !== undefined ? { ttl: Math.floor(s.now / 1000) + this.tables.usageRetentionDays * DAY_S } : {}),
-    };
     const items: TransactItems = [
-      // Settling is conditional on the hold still existing, which makes it idempotent, and on
-      // its amount, so a stale copy of a hold that has since grown cannot release the wrong sum.
-      {
-        Delete: {
-          TableName: this.tables.holds,
-          Key: { holdId: hold.holdId },
-          ConditionExpression: 'attribute_exists(holdId) AND amountMicros = :amount',
-          ExpressionAttributeValues: { ':amount': hold.amountMicros },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        },
-      },
+      // The request's row, open with this hold's amount and windows, becomes its usage row
+      // (`request-rows.ts`): idempotent, a stale copy of a grown hold cannot release the wrong
+      // sum, and one taken before a limit's arming adopted it cannot miss that window.
+      settleRowUpdate(this.tables.usage, hold, s, { chargeMicros, uncollectedMicros, ...(this.tables.usageRetentionDays !== undefined ? { retentionDays: this.tables.usageRetentionDays } : {}) }),
     ];
     if (!hold.byok) {
-      items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros })));
+      items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros, ...(month === undefined ? {} : { month }) })));
       for (const sk of hold.windows) {
-        // A month share and a key window on key slice j > 0 spend headroom; key slice 0 counts use.
-        const withRoom = sk.startsWith('MONTH#') || (sk.startsWith('KEYWIN#') && keySliceOf(slice) !== 0);
+        // The month share settles with the slice, above. A key window on key slice j > 0 spends headroom; key slice 0 counts use.
+        if (sk.startsWith('MONTH#')) continue;
+        const withRoom = sk.startsWith('KEYWIN#') && keySliceOf(slice) !== 0;
         items.push(update(this.tables.ledger, windowKey(hold.workspaceId, slice, sk), windowSettle({ holdMicros: hold.amountMicros, chargeMicros, withRoom })));
       }
     }
-    items.push({ Put: { TableName: this.tables.usage, Item: usage } });
     return items;
   }
 
-  async extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
-    if (hold.byok) return true;
+  async extend(given: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    if (given.byok) return true;
+    let hold = given;
     const slice = hold.slice ?? 0;
     const memo = this.memoOf(hold.workspaceId);
     let borrowed = 0;
+    let guardResets = 0;
+    // The month the hold counts in, while its slice still holds that month's share.
+    let month = holdMonth(hold);
     // Conflicts have their own budget: a running stream is cut when its extension fails, and a
     // busy slice (the hold's, which cannot change) is no reason to cut it.
     let conflicts = 0;
     for (let attempt = 0; attempt < 8; attempt += 1) {
+      const request = extensionRequest(hold, extraMicros, limits, now);
+      const windows = this.holdWindows(hold, request);
       const items: TransactItems = [
-        {
-          Update: {
-            TableName: this.tables.holds,
-            Key: { holdId: hold.holdId },
-            UpdateExpression: 'SET amountMicros = amountMicros + :extra',
-            ConditionExpression: 'attribute_exists(holdId)',
-            ExpressionAttributeValues: { ':extra': extraMicros },
-          },
-        },
+        // The hold grows on its open row (`request-rows.ts`), as long as it has the windows this
+        // copy knows: a limit's arming may have adopted it since.
+        extendRowUpdate(this.tables.usage, hold, extraMicros),
         // An extension is a reservation too, so it counts toward the spend rate; it is not
         // refused by the cap, since cutting a running stream for pace would lose what it made.
         update(
           this.tables.ledger,
           sliceKey(hold.workspaceId, slice),
-          sliceDebit({ slice, known: memo.seen.get(slice), micros: extraMicros, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: false }),
+          sliceDebit({
+            slice,
+            known: memo.seen.get(slice),
+            micros: extraMicros,
+            second: bucketOf(now),
+            capMicros: limits.spendRateCapMicros,
+            roomCheck: false,
+            ...(month === undefined ? {} : { month: { month, limitMicros: limits.workspaceLimitMicros, check: true } }),
+          }),
         ),
-        ...hold.windows.map((sk) => {
-          const key = windowKey(hold.workspaceId, slice, sk);
-          if (sk.startsWith('MONTH#')) {
-            return update(this.tables.ledger, key, monthDebit({ slice, micros: extraMicros, limitMicros: limits.workspaceLimitMicros, ttl: 0, check: true }));
-          }
-          const limit = sk.startsWith('KEYWIN#') ? limits.keyLimitMicros : limits.memberLimitMicros;
-          if (sk.startsWith('KEYWIN#') && keySliceOf(slice) !== 0) {
-            return update(this.tables.ledger, key, monthDebit({ slice: keySliceOf(slice), micros: extraMicros, limitMicros: limit, ttl: undefined, check: true }));
-          }
-          return update(this.tables.ledger, key, windowDebit({ micros: extraMicros, limitMicros: limit, ttl: undefined, check: true }));
-        }),
+        ...windows.map((w) => update(this.tables.ledger, windowKey(hold.workspaceId, slice, w.sk), windowWrite(w, keySliceOf(slice), extraMicros))),
       ];
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
@@ -779,12 +899,29 @@ export class DynamoLedger implements Ledger {
           attempt -= 1; // not one of the eight: only refusals and moves count there
           continue;
         }
-        if (failed(err, 0)) return false; // the hold is gone (settled or swept)
+        if (failed(err, 0)) {
+          const stored = reasonItem(err, 0);
+          if (!isOpenRow(stored)) return false; // the request is settled (or swept)
+          // Adopted by a limit's arming: extend onto its windows as stored.
+          hold = { ...hold, ...(Array.isArray(stored?.windows) ? { windows: stored?.windows as string[] } : {}) };
+          continue;
+        }
+        if (this.learnArmed(hold.workspaceId, windows, err, 2)) continue;
         if (failed(err, 1)) {
           const item = reasonItem(err, 1);
+          if (month !== undefined && item !== undefined && item.mo !== month) {
+            // The month the hold counted in is over (its share started over): the extension counts in no month.
+            month = undefined;
+            continue;
+          }
           const before = memo.seen.get(slice);
-          this.learn(memo, slice, item);
+          this.learn(memo, slice, item, monthNumber(now));
           const seen = memo.seen.get(slice);
+          if (seen !== undefined && !guardAdmits(seen.rateGuard, bucketOf(now)) && guardResets < 3) {
+            guardResets += 1;
+            await this.resetGuard(hold.workspaceId, seen, request);
+            continue;
+          }
           // Only the spend-rate slot was stale: write again over what came back.
           if (seen !== undefined && seen.availableMicros >= extraMicros && JSON.stringify(before?.slots) !== JSON.stringify(seen.slots)) continue;
         }
@@ -802,6 +939,18 @@ export class DynamoLedger implements Ledger {
   }
 
   /**
+   * A hold's key window and member month as an extension writes them: under the limit given now
+   * (armed or not) when the window is the one the limits name, else counted only (the hold's
+   * window has ended, or its limit has gone).
+   */
+  private holdWindows(hold: HoldRecord, request: AdmitRequest): WindowSpec[] {
+    const current = this.windowSpecs(request);
+    return hold.windows
+      .filter((sk) => !sk.startsWith('MONTH#'))
+      .map((sk) => current.find((w) => w.sk === sk) ?? { sk, kind: sk.startsWith('KEYWIN#') ? 'key' : 'member', limitMicros: undefined, unarmed: false, ttl: undefined });
+  }
+
+  /**
    * Moves credit, month headroom and key-window headroom into a running hold's slice and key slice
    * so it can grow by `extraMicros`; false when a consistent read of every slice shows the
    * workspace (its balance, its month, the key's or member's window) cannot cover it, or nothing
@@ -809,33 +958,20 @@ export class DynamoLedger implements Ledger {
    */
   private async borrowForExtension(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
     const slice = hold.slice ?? 0;
-    const request: AdmitRequest = {
-      holdId: hold.holdId,
-      workspaceId: hold.workspaceId,
-      keyId: hold.keyId,
-      ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}),
-      family: hold.family,
-      requestedModel: hold.requestedModel,
-      amountMicros: extraMicros,
-      inputMicros: 0,
-      byok: false,
-      limits,
-      now,
-      expiresAt: hold.expiresAt,
-    };
+    const request = extensionRequest(hold, extraMicros, limits, now);
     const memo = this.memoOf(hold.workspaceId);
-    const unbounded = { ...limits, keyRatePerMinute: Number.MAX_SAFE_INTEGER, spendRateCapMicros: Number.MAX_SAFE_INTEGER };
-    const ask: AdmissionAsk = { needMicros: extraMicros, limits: unbounded, byok: false, hasMember: hold.memberId !== undefined, now };
+    const enforced = (): AdmissionLimits => ({ ...this.enforced(request), keyRatePerMinute: Number.MAX_SAFE_INTEGER, spendRateCapMicros: Number.MAX_SAFE_INTEGER });
+    const ask = (): AdmissionAsk => ({ needMicros: extraMicros, limits: enforced(), byok: false, hasMember: hold.memberId !== undefined, now });
     let snapshot = await this.snapshot(hold.workspaceId, memo, request);
-    if (refusalFor(snapshot, ask) !== undefined) {
+    if (refusalFor(snapshot, ask()) !== undefined) {
       // As for an admission: refused only on a consistent read of every slice (one slice: its items).
       if (snapshot.slices.length > 1) snapshot = await this.snapshot(hold.workspaceId, memo, request, undefined, 'whole');
-      if (refusalFor(snapshot, ask) !== undefined) return false;
+      if (refusalFor(snapshot, ask()) !== undefined) return false;
     }
     // Money and month headroom only: the spend-rate headroom stays where it is.
-    const plan = planRebalance(snapshot, slice, { ...ask, limits });
+    const plan = planRebalance(snapshot, slice, { ...ask(), limits });
     const edits = plan.edits.map((e) => ({ slice: e.slice, availableDelta: e.availableDelta, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }));
-    const moved = edits.some((e) => e.availableDelta !== 0 || e.monthDelta !== 0 || e.monthSet !== undefined) && (await this.rebalance(hold.workspaceId, snapshot, { target: slice, edits }, limits, now));
+    const moved = edits.some((e) => e.availableDelta !== 0 || e.monthDelta !== 0 || e.monthSet !== undefined) && (await this.rebalance(hold.workspaceId, snapshot, { target: slice, edits }, limits, monthNumber(now)));
     const lent = await this.rebalanceKey(request, snapshot, keySliceOf(slice), { counter: false });
     return moved || lent;
   }

@@ -28,8 +28,8 @@ const deps: SweepDeps = {
   // Local mode reports sweeps on its own console line; EMF is for CloudWatch.
   ...(config.stage === 'local' ? { writeLine: () => undefined } : {}),
   doc,
-  holdsTable: t('holds'),
-  ledger: new DynamoLedger(doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => {
+  usageTable: t('usage'),
+  ledger: new DynamoLedger(doc, { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => {
     conflicts += 1;
   }),
   stage: config.stage,

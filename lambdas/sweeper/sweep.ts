@@ -10,20 +10,23 @@
  * `pendingChargeMicros`, and that is charged instead. Either is capped at the hold's amount, the
  * most the customer agreed to have taken for the request.
  *
- * Idempotent by construction: `Ledger.settle` is conditional on the hold still existing, so a
+ * A hold is a request's row in the usage table while it is open (`lambdas/store/request-rows.ts`);
+ * the open rows are found through the sparse `byExpiryShard` index (`lambdas/store/holds.ts`).
+ *
+ * Idempotent by construction: `Ledger.settle` is conditional on the row still being open, so a
  * second sweep, an overlapping run, or the gateway settling at the same moment changes nothing.
  */
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Ledger, Settlement } from '../gateway/ports';
-import type { EndpointFamily, HoldRecord } from '../shared/records';
 import { stageCountsLine } from '../shared/emf';
 import { scanExpiryIndex } from '../store/holds';
+import { holdOfRow, isOpenRow, type StoredHold } from '../store/request-rows';
 
 /** What {@link sweep} runs on. */
 export interface SweepDeps {
   readonly doc: DynamoDBDocumentClient;
-  /** Full name of the holds table. */
-  readonly holdsTable: string;
+  /** Full name of the usage table, whose open rows are the holds. */
+  readonly usageTable: string;
   /** Settles a hold; the DynamoDB ledger in production. */
   readonly ledger: Pick<Ledger, 'settle'>;
   /** Stage name, the `Stage` dimension of the metrics. */
@@ -58,9 +61,6 @@ export interface SweepResult {
   readonly chargedMicros: number;
 }
 
-/** A hold as read back from the table, with the attribute the gateway adds when its settlement failed. */
-type StoredHold = HoldRecord & { readonly pendingChargeMicros?: number };
-
 /** Holds settled at once: enough to finish a backlog within a tick, few enough not to pile conflicts on one balance. */
 const CONCURRENCY = 4;
 
@@ -74,40 +74,6 @@ export function sweptChargeMicros(hold: StoredHold): number {
   const pending = hold.pendingChargeMicros;
   if (pending !== undefined && Number.isSafeInteger(pending) && pending >= 0) return pending;
   return Math.max(0, Math.min(hold.inputMicros, hold.amountMicros));
-}
-
-const FAMILIES: readonly EndpointFamily[] = ['chat_completions', 'responses'];
-
-function isInt(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v);
-}
-
-/** The stored item as a hold, or undefined when it lacks what settling needs (never guessed at). */
-function asHold(item: Record<string, unknown>): StoredHold | undefined {
-  const { holdId, workspaceId, keyId, memberId, family, requestedModel, amountMicros, inputMicros, windows, byok, createdAt, expiresAt, ttl } = item;
-  if (typeof holdId !== 'string' || typeof workspaceId !== 'string' || typeof keyId !== 'string') return undefined;
-  if (typeof family !== 'string' || !(FAMILIES as readonly string[]).includes(family) || typeof requestedModel !== 'string') return undefined;
-  if (!isInt(amountMicros) || !isInt(inputMicros) || !isInt(createdAt) || !isInt(expiresAt) || typeof byok !== 'boolean') return undefined;
-  if (!Array.isArray(windows) || !windows.every((w): w is string => typeof w === 'string')) return undefined;
-  const pending = item.pendingChargeMicros;
-  return {
-    holdId,
-    workspaceId,
-    keyId,
-    ...(typeof memberId === 'string' ? { memberId } : {}),
-    family: family as EndpointFamily,
-    requestedModel,
-    amountMicros,
-    inputMicros,
-    windows,
-    byok,
-    createdAt,
-    expiresAt,
-    expiryShard: typeof item.expiryShard === 'string' ? item.expiryShard : '',
-    ...(isInt(item.slice) ? { slice: item.slice } : {}),
-    ttl: isInt(ttl) ? ttl : 0,
-    ...(isInt(pending) ? { pendingChargeMicros: pending } : {}),
-  };
 }
 
 /** The settlement a swept hold gets: no counts (nothing is known of the reply), outcome `swept`. */
@@ -147,15 +113,17 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       deferred += 1;
       return;
     }
-    const holdId = indexed.holdId;
+    const { pk, sk } = indexed;
+    let holdId: string | undefined;
     try {
-      if (typeof holdId !== 'string') throw new Error('index item without a holdId');
-      // The index is eventually consistent: amounts must come from the item itself, or a hold
+      if (typeof pk !== 'string' || typeof sk !== 'string') throw new Error('index entry without its row key');
+      holdId = sk.slice(sk.indexOf('#') + 1);
+      // The index is eventually consistent: amounts must come from the row itself, or a hold
       // extended just before its request died would be released short and stay held forever.
-      const got = await deps.doc.send(new GetCommand({ TableName: deps.holdsTable, Key: { holdId }, ConsistentRead: true }));
-      if (got.Item === undefined) return; // settled since the index was read
-      const hold = asHold(got.Item);
-      if (hold === undefined) throw new Error('hold item lacks the attributes settlement needs');
+      const got = await deps.doc.send(new GetCommand({ TableName: deps.usageTable, Key: { pk, sk }, ConsistentRead: true }));
+      if (!isOpenRow(got.Item)) return; // settled since the index was read
+      const hold = holdOfRow(got.Item);
+      if (hold === undefined) throw new Error('open row lacks the attributes settlement needs');
       if (hold.expiresAt > now) return; // the item, not the index, says whether it may still run
       const settlement = sweptSettlement(hold, now);
       await deps.ledger.settle(hold, settlement);
@@ -167,7 +135,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
         JSON.stringify({
           level: 'error',
           event: 'sweep_failed',
-          holdId: typeof holdId === 'string' ? holdId : undefined,
+          holdId,
           error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
         }),
       );
@@ -177,7 +145,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
   // Every shard of the expiry index is read; past the deadline, no further page is read (the
   // time the function has left goes to the settlements already started).
   const pastDeadline = (): boolean => deps.deadline !== undefined && clock() >= deps.deadline;
-  const scan = await scanExpiryIndex(deps.doc, deps.holdsTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
+  const scan = await scanExpiryIndex(deps.doc, deps.usageTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
 
   const outstanding = scan.live + failed + deferred;
   const conflicts = deps.takeConflicts?.();

@@ -12,6 +12,7 @@ import { nagPacks } from '../../lib/nag';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { STAGE_NAMES, StageConfigError, stageSettings, validateStageSettings, type StageName, type StageSettings } from '../../lib/stage';
+import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
 
 const PROVIDERS: readonly ProviderKeySource[] = [
   { name: 'openai', keySource: { secretName: 'sluice/{stage}/providers/openai', env: 'OPENAI_API_KEY' } },
@@ -237,10 +238,15 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
     }
   });
 
-  it('rolls up only new usage rows, so TTL deletions never reach the aggregator', () => {
+  it('rolls up only settled usage rows, so TTL deletions never reach the aggregator', () => {
     t().hasResourceProperties('AWS::Lambda::EventSourceMapping', {
-      FilterCriteria: { Filters: [{ Pattern: JSON.stringify({ eventName: ['INSERT'] }) }] },
+      FilterCriteria: { Filters: USAGE_STREAM_FILTERS.map((p) => ({ Pattern: JSON.stringify(p) })) },
     });
+    // A TTL deletion is a REMOVE: no pattern lets one through (a row's open INSERT neither).
+    const settled = { S: 'settled' };
+    expect(matchesFilters({ eventName: 'REMOVE', dynamodb: { OldImage: { state: settled, outcome: { S: 'ok' } } } }, USAGE_STREAM_FILTERS)).toBe(false);
+    expect(matchesFilters({ eventName: 'INSERT', dynamodb: { NewImage: { state: { S: 'open' } } } }, USAGE_STREAM_FILTERS)).toBe(false);
+    expect(matchesFilters({ eventName: 'MODIFY', dynamodb: { NewImage: { state: settled, outcome: { S: 'ok' } } } }, USAGE_STREAM_FILTERS)).toBe(true);
   });
 
   describe('low-credit notifier', () => {
@@ -267,7 +273,7 @@ describe.each(STAGE_NAMES)('Sluice-%s operations', (stage) => {
       expect(on(tableId(t(), 'ledger', stage))).toEqual(['dynamodb:GetItem', 'dynamodb:Query']);
       expect(on('event-bus/default')).toEqual(['events:PutEvents']);
       expect(on(topicId())).toEqual(['sns:Publish']);
-      for (const name of ['keys', 'holds', 'usage', 'rollups', 'catalog'] as const) expect(on(tableId(t(), name, stage))).toEqual([]);
+      for (const name of ['keys', 'usage', 'rollups', 'catalog'] as const) expect(on(tableId(t(), name, stage))).toEqual([]);
       // Every statement is one of the four above: no wildcard resource, no other action.
       expect(grants.every((g) => g.resource !== '"*"')).toBe(true);
       expect(grants.flatMap((g) => g.actions).sort()).toEqual(

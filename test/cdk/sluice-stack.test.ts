@@ -1,6 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { ALL_TABLES, TABLES, type TableName } from '../../lambdas/shared/schema';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../../lambdas/aggregator/mapping';
 import { SLUICE_METRICS } from '../../lib/dashboard';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
@@ -142,14 +143,14 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
       expect(actionsOnTable(statements, tableId(t(), 'rollups', stage)).size).toBe(0);
     });
 
-    it('only reads keys, workspaces and catalog, and writes ledger, holds and usage', () => {
+    it('only reads keys, workspaces and catalog, and writes ledger and usage (a request\'s row is its hold)', () => {
       const statements = statementsOf(t(), functionId(t(), 'gateway'));
       for (const name of ['keys', 'workspaces', 'catalog'] as const) {
         const actions = actionsOnTable(statements, tableId(t(), name, stage));
         expect(actions).toContain('dynamodb:GetItem');
         for (const write of WRITE_ACTIONS) expect(actions).not.toContain(write);
       }
-      for (const name of ['ledger', 'holds', 'usage'] as const) {
+      for (const name of ['ledger', 'usage'] as const) {
         const actions = actionsOnTable(statements, tableId(t(), name, stage));
         for (const needed of ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:ConditionCheckItem']) {
           expect(actions).toContain(needed);
@@ -191,7 +192,7 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
             ? { AttributeName: schema.ttlAttribute, Enabled: true }
             : Match.absent(),
           GlobalSecondaryIndexes: schema.indexes.length
-            ? schema.indexes.map((i) => Match.objectLike({ IndexName: i.indexName, Projection: { ProjectionType: 'ALL' } }))
+            ? schema.indexes.map((i) => Match.objectLike({ IndexName: i.indexName, Projection: { ProjectionType: i.projection ?? 'ALL' } }))
             : Match.absent(),
         });
       }
@@ -250,14 +251,16 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
   });
 
   describe('aggregator', () => {
-    it('consumes the usage stream with bisection, bounded retries, partial failures and a DLQ', () => {
+    it('consumes the usage stream with bisection, bounded retries, partial failures and a DLQ, batched and filtered to settlements', () => {
       const queueId = onlyId(resources(t(), 'AWS::SQS::Queue'), 'queue');
       t().resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
       t().hasResourceProperties('AWS::Lambda::EventSourceMapping', {
         FunctionName: { Ref: functionId(t(), 'aggregator') },
         EventSourceArn: { 'Fn::GetAtt': [tableId(t(), 'usage', stage), 'StreamArn'] },
         StartingPosition: 'TRIM_HORIZON',
-        BatchSize: 100,
+        BatchSize: USAGE_STREAM_MAPPING.batchSize,
+        MaximumBatchingWindowInSeconds: USAGE_STREAM_MAPPING.maxBatchingWindowSeconds,
+        FilterCriteria: { Filters: USAGE_STREAM_FILTERS.map((p) => ({ Pattern: JSON.stringify(p) })) },
         BisectBatchOnFunctionError: true,
         MaximumRetryAttempts: 5,
         MaximumRecordAgeInSeconds: Match.anyValue(),
@@ -293,9 +296,9 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
       });
     });
 
-    it('writes ledger, holds and usage, and touches neither catalog nor rollups', () => {
+    it('writes ledger and usage (a hold is a request\'s open row), and touches neither catalog nor rollups', () => {
       const statements = statementsOf(t(), functionId(t(), 'sweeper'));
-      for (const name of ['ledger', 'holds', 'usage'] as const) {
+      for (const name of ['ledger', 'usage'] as const) {
         expect(actionsOnTable(statements, tableId(t(), name, stage))).toContain('dynamodb:UpdateItem');
       }
       expect(actionsOnTable(statements, tableId(t(), 'catalog', stage)).size).toBe(0);
@@ -313,7 +316,7 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
     expect(importFn).toBeDefined();
     const statements = statementsOf(t(), importFn![0]);
     expect(actionsOnTable(statements, tableId(t(), 'catalog', stage))).toContain('dynamodb:BatchWriteItem');
-    for (const name of ['keys', 'workspaces', 'ledger', 'holds', 'usage', 'rollups'] as const) {
+    for (const name of ['keys', 'workspaces', 'ledger', 'usage', 'rollups'] as const) {
       expect(actionsOnTable(statements, tableId(t(), name, stage)).size).toBe(0);
     }
   });

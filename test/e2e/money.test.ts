@@ -187,8 +187,9 @@ describe('with one stack', () => {
     const running = await post(stack, { model: 'local/sim-small', messages: [{ role: 'user', content: 'x' }], stream: true }, undefined, limited.rawKey);
     const reader = running.body!.getReader();
     await reader.read();
-    const holds = await stack.tables.doc.send(new ScanCommand({ TableName: tableName(stack.tables.prefix, 'holds'), ConsistentRead: true }));
-    const held = Number((holds.Items ?? []).find((h) => h.keyId === limited.keyId)!.amountMicros);
+    // The running request's hold: its row, open.
+    const holds = await stack.tables.doc.send(new ScanCommand({ TableName: tableName(stack.tables.prefix, 'usage'), ConsistentRead: true }));
+    const held = Number((holds.Items ?? []).find((h) => h.keyId === limited.keyId && h.state === 'open')!.amountMicros);
     const e = await expectApiError(
       stack.client(limited.rawKey).chat.completions.create({ model: 'local/sim-large', messages: [{ role: 'user', content: 'x' }], max_tokens: 600 }),
       402,

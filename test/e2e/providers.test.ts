@@ -7,7 +7,7 @@
  * `--prune` it removes exactly that. The key never reaches a table, the audit or the CLI's output.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -52,9 +52,9 @@ interface Run {
   readonly stderr: string;
 }
 
-function sluice(args: readonly string[], input = ''): Promise<Run> {
+function sluice(args: readonly string[], input = '', env: NodeJS.ProcessEnv = admin.env): Promise<Run> {
   return new Promise((done, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: admin.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -102,6 +102,50 @@ const ask = { model: MODEL, messages: [{ role: 'user' as const, content: 'Hello'
 describe('a provider and a model added at run time', () => {
   it('are refused before they exist (the gateway has the catalog cached)', async () => {
     await expectApiError(stack.client().chat.completions.create(ask), 404, 'model_not_found');
+  });
+
+  it('refuses a base URL with a credential in it, or not http(s)://host[:port]/path, saying which part; nothing stored or audited', async () => {
+    const auditBefore = await ok<{ entries: unknown[] }>(['audit', 'list', '--workspace', 'catalog']);
+    const catalogBefore = await catalogText();
+    const cases: [string, RegExp][] = [
+      [`http://alice:s3cret@127.0.0.1:${new URL(second.url).port}/v1`, /must not carry a user name or password \(user:password@ before the host\)/],
+      ['https://alice@api.example.com/v1', /must not carry a user name or password/],
+      ['https://api.example.com/v1?api-key=s3cret', /must carry no query/],
+      ['https://api.example.com:70000/v1', /the port "70000" is not a number from 1 to 65535/],
+      ['https:api.example.com/v1', /\/\/ is missing after https:/],
+    ];
+    for (const [url, message] of cases) {
+      const run = await sluice(['provider', 'add', 'second', '--base-url', url, '--json'], SECOND_KEY);
+      expect(run.code).toBe(1);
+      expect(JSON.parse(run.stdout)).toEqual({ error: { code: 'catalog_invalid', message: expect.stringMatching(/^--base-url /) } });
+      expect(run.stderr).toMatch(message);
+      expect(`${run.stdout}${run.stderr}`).not.toContain('s3cret');
+      expect(`${run.stdout}${run.stderr}`).not.toContain('alice');
+      // The management API decides on its own too, for any client (the console, a script).
+      const api = await fetch(`${admin.url}/admin/v1/catalog/providers`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'second', baseUrl: url, auth: 'bearer', apiKey: SECOND_KEY }),
+      });
+      const text = await api.text();
+      expect(api.status).toBe(400);
+      expect(JSON.parse(text)).toMatchObject({ error: { code: 'catalog_invalid', type: 'invalid_request_error', message: expect.stringMatching(message) } });
+      expect(text).not.toContain('s3cret');
+    }
+    // The CLI refuses before it asks for the key or calls anything: here, a management API nobody serves.
+    const nowhere = mkdtempSync(join(tmpdir(), 'sluice-nowhere-'));
+    try {
+      writeFileSync(join(nowhere, 'admin-token'), 'x'.repeat(43));
+      writeFileSync(join(nowhere, 'local.json'), JSON.stringify({ adminUrl: 'http://127.0.0.1:9', adminTokenFile: join(nowhere, 'admin-token') }));
+      const offline = await sluice(['provider', 'add', 'second', '--base-url', 'https://alice:s3cret@host/v1', '--json'], SECOND_KEY, { ...admin.env, SLUICE_LOCAL_STATE: join(nowhere, 'local.json') });
+      expect((JSON.parse(offline.stdout) as { error: { code: string } }).error.code).toBe('catalog_invalid');
+      const reached = await sluice(['provider', 'add', 'second', '--base-url', second.url, '--json'], SECOND_KEY, { ...admin.env, SLUICE_LOCAL_STATE: join(nowhere, 'local.json') });
+      expect((JSON.parse(reached.stdout) as { error: { code: string } }).error.code).toBe('unreachable');
+    } finally {
+      rmSync(nowhere, { recursive: true, force: true });
+    }
+    expect(await catalogText()).toBe(catalogBefore);
+    expect(await ok<{ entries: unknown[] }>(['audit', 'list', '--workspace', 'catalog'])).toEqual(auditBefore);
   });
 
   it('adds the provider: validated, its key from stdin to the secret store only', async () => {

@@ -214,8 +214,8 @@ it('mixed load, aborts, faults, a store pause and a killed gateway: every worksp
     for (let i = 0; i < 200 && (await open()) > 0 && w !== stack.workspaceId; i += 1) await new Promise((r) => setTimeout(r, 50));
   }
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(stack.tables.prefix, name);
-  const ledger = new DynamoLedger(stack.tables.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
-  const swept = await sweep({ doc: stack.tables.doc, holdsTable: t('holds'), ledger, stage: 'local', writeLine: () => undefined }, Date.now() + CHILD_LIMIT_MS + 1_000);
+  const ledger = new DynamoLedger(stack.tables.doc, { ledger: t('ledger'), usage: t('usage') });
+  const swept = await sweep({ doc: stack.tables.doc, usageTable: t('usage'), ledger, stage: 'local', writeLine: () => undefined }, Date.now() + CHILD_LIMIT_MS + 1_000);
   expect(swept.swept).toBeGreaterThanOrEqual(1);
   await stack.settled(stack.workspaceId, 30_000);
 

@@ -124,11 +124,11 @@ it('refusing connections: 503 at once; a settlement that could not be written is
 
   // The sweeper settles it once its expiry (admission + request limit + grace) has passed.
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(stack.tables.prefix, name);
-  const ledger = new DynamoLedger(stack.tables.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  const ledger = new DynamoLedger(stack.tables.doc, { ledger: t('ledger'), usage: t('usage') });
   const now = Date.now() + REQUEST_LIMIT_MS + 1_000;
-  const first = await sweep({ doc: stack.tables.doc, holdsTable: t('holds'), ledger, stage: 'local', writeLine: () => undefined }, now);
+  const first = await sweep({ doc: stack.tables.doc, usageTable: t('usage'), ledger, stage: 'local', writeLine: () => undefined }, now);
   expect(first.swept).toBe(1);
-  const again = await sweep({ doc: stack.tables.doc, holdsTable: t('holds'), ledger, stage: 'local', writeLine: () => undefined }, now);
+  const again = await sweep({ doc: stack.tables.doc, usageTable: t('usage'), ledger, stage: 'local', writeLine: () => undefined }, now);
   expect(again.swept).toBe(0); // nothing settled twice
 
   const after = await stack.balance();

@@ -11,7 +11,8 @@ import { join, resolve } from 'node:path';
 import { APIError } from 'openai';
 import { startTestAdmin, type TestAdmin } from '../support/admin';
 import { startStack, type TestStack } from '../support/stack';
-import { usagePk } from '../../lambdas/store/keys';
+import { requestRowKey } from '../../lambdas/store/keys';
+import { requestIdDigits } from '../../lambdas/core/request-id';
 
 jest.setTimeout(180_000);
 
@@ -179,7 +180,7 @@ describe("the operator's day", () => {
     );
     const below = await refused(['credit', 'adjust', '-50.52', '-w', ws, '--reason', 'refund of a double top-up']);
     expect(below.code).toBe('below_held');
-    expect(below.stderr).toMatch(/held 1000000000/);
+    expect(below.stderr).toMatch(/^sluice: an adjustment of USD -50\.52 would take the balance below what is held: available USD 50\.51, held USD 10\.00\n$/);
     expect((await refused(['credit', 'adjust', '-5', '-w', ws])).code).toBe('invalid_argument'); // no reason
     const fixed = await ok<{ entry: { amountMicros: number; reason: string }; balance: { availableMicros: number; heldMicros: number } }>([
       'credit', 'adjust', '-50.51', '-w', ws, '--reason', 'refund of a double top-up',
@@ -279,7 +280,7 @@ describe("the operator's day", () => {
     expect(all.keys.filter((k) => k.keyId === used.keyId).map((k) => k.state)).toEqual(['ended']);
   });
 
-  it('revokes an expired key, which frees the slot it still held', async () => {
+  it('refuses to rotate an expired key, and revokes it, which frees the slot it still held', async () => {
     // Far enough ahead to outlast a CLI start on a busy machine.
     const soon = Date.now() + 8_000;
     const k = await ok<{ rawKey: string; keyId: string }>(['key', 'create', '-w', ws, '--expires', new Date(soon).toISOString()]);
@@ -287,6 +288,19 @@ describe("the operator's day", () => {
     await sleep(Math.max(0, soon - Date.now()) + 300);
     expect(await call(k.rawKey)).toMatchObject({ status: 401, code: 'key_expired' });
     await expect(ok(['key', 'show', '-w', ws, '--key', k.keyId])).resolves.toMatchObject({ state: 'expired' });
+    // Never renewed (SPEC): a rotation would mint a live key with its id and limit, so it is refused.
+    const rotations = async (): Promise<number> => (await ok<{ entries: { action: string }[] }>(['audit', 'list', '-w', ws, '--limit', '1000'])).entries.filter((e) => e.action === 'key.rotate').length;
+    const rotated = await rotations();
+    const refusal = await refused(['key', 'rotate', '-w', ws, '--key', k.keyId]);
+    expect(refusal.code).toBe('key_expired');
+    expect(refusal.stderr).toMatch(/^sluice: key key_\w+ expired at \S+: an expired key is never renewed, so it can be revoked \(which frees its slot\) but not rotated; create a new key\n$/);
+    expect((await refused(['key', 'rotate', '-w', ws, '--key', k.keyId, '--no-expiry'])).code).toBe('key_expired');
+    const api = await fetch(`${admin.url}/admin/v1/workspaces/${ws}/keys/${k.keyId}/rotate`, { method: 'POST', headers: { authorization: `Bearer ${admin.token}` }, body: '{}' });
+    expect(api.status).toBe(409);
+    expect(((await api.json()) as { error: { code: string; type: string } }).error).toMatchObject({ code: 'key_expired', type: 'invalid_request_error' });
+    expect(await rotations()).toBe(rotated);
+    expect(await keySlots(ws)).toBe(slots);
+    expect(await call(k.rawKey)).toMatchObject({ status: 401, code: 'key_expired' });
     await expect(ok(['key', 'revoke', '-w', ws, '--key', k.keyId])).resolves.toMatchObject({ wasExpired: true });
     expect(await keySlots(ws)).toBe(slots - 1);
   });
@@ -320,12 +334,15 @@ describe("the operator's day", () => {
   });
 
   it('reads one request\'s usage row by its request id, and usage by member', async () => {
+    // A gateway's request id carries its start, which puts its row at a key the store can name.
+    const startedAt = Date.now();
+    const id = `req_${requestIdDigits(startedAt, '10000000000001')}`;
     const row = {
-      // The store's layout: a workspace's rows spread over partitions by request id.
-      pk: usagePk(ws, 'req_lookup1'),
+      // The store's layout: a workspace's rows spread over partitions by request id, settled.
+      ...requestRowKey(ws, id, startedAt),
+      state: 'settled',
       workspaceId: ws,
-      sk: `${new Date().toISOString()}#req_lookup1`,
-      requestId: 'req_lookup1',
+      requestId: id,
       keyId: 'key_x',
       family: 'chat_completions',
       requestedModel: 'local/sim-small',
@@ -342,19 +359,45 @@ describe("the operator's day", () => {
       chargeMicros: 4321,
       holdMicros: 9999,
       attempts: 1,
-      startedAt: Date.now(),
+      startedAt,
       durationMs: 15,
     };
-    await stack.tables.doc.send(new PutCommand({ TableName: `${stack.tables.prefix}usage`, Item: row }));
-    await expect(ok(['usage', 'request', 'req_lookup1', '-w', ws])).resolves.toMatchObject({ requestId: 'req_lookup1', chargeMicros: 4321, inputTokens: 12 });
-    expect(await human(['usage', 'request', 'req_lookup1', '-w', ws])).toMatch(/^charge +USD 0\.00004321 \(held USD 0\.00009999\)$/m);
+    await stack.tables.doc.send(new PutCommand({ TableName: `${stack.tables.prefix}usage`, Item: { ...row, ttl: Math.floor(Date.now() / 1000) + 86_400 } }));
+    // The fields an operator uses (docs/operations.md), never the store's keys or TTL.
+    await expect(ok(['usage', 'request', id, '-w', ws])).resolves.toEqual({
+      requestId: id,
+      workspaceId: ws,
+      keyId: 'key_x',
+      memberId: null,
+      family: 'chat_completions',
+      requestedModel: 'local/sim-small',
+      servedBy: 'local/sim-small',
+      provider: 'local',
+      stream: false,
+      byok: false,
+      status: 200,
+      outcome: 'ok',
+      inputTokens: 12,
+      cachedInputTokens: 0,
+      outputTokens: 3,
+      reasoningTokens: 0,
+      estimated: false,
+      chargeMicros: 4321,
+      uncollectedMicros: 0,
+      holdMicros: 9999,
+      attempts: 1,
+      startedAt: new Date(row.startedAt).toISOString(),
+      durationMs: 15,
+      firstByteMs: null,
+    });
+    expect(await human(['usage', 'request', id, '-w', ws])).toMatch(/^charge +USD 0\.00004321 \(held USD 0\.00009999\)$/m);
     expect((await refused(['usage', 'request', 'req_nope', '-w', ws])).code).toBe('usage_not_found');
     const report = await ok<{ byMember: unknown[] }>(['usage', '-w', ws]);
     expect(Array.isArray(report.byMember)).toBe(true);
   });
 
   it('records every change in the audit trail with who, what, when and request id, and no secret', async () => {
-    const trail = await ok<{ entries: { who: string; action: string; workspaceId: string; requestId: string; at: number; summary: Record<string, unknown> }[] }>([
+    const trail = await ok<{ entries: { who: string; action: string; workspaceId: string; requestId: string; at: string; summary: Record<string, unknown> }[] }>([
       'audit', 'list', '-w', ws, '--limit', '200',
     ]);
     const actions = trail.entries.map((e) => e.action);
@@ -372,7 +415,7 @@ describe("the operator's day", () => {
     expect(text).not.toContain('sk-byok-secret-value');
     expect(text).not.toMatch(/slc_dev_[A-Za-z0-9_-]{43}/);
     // Newest first.
-    expect(trail.entries.map((e) => e.at)).toEqual([...trail.entries.map((e) => e.at)].sort((a, b) => b - a));
+    expect(trail.entries.map((e) => e.at)).toEqual([...trail.entries.map((e) => e.at)].sort().reverse());
     const catalog = await ok<{ entries: { action: string }[] }>(['audit', 'list', '-w', 'catalog']);
     expect(catalog.entries.map((e) => e.action)).toContain('catalog.import');
     const today = await ok<{ entries: { action: string }[] }>(['audit', 'list']);

@@ -4,7 +4,7 @@
  * by the Lambda handler, then delivered again (nothing may change), and a failure in the middle
  * of a batch (reported by sequence number, later records left for the retry).
  */
-import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, ScanCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
@@ -13,7 +13,9 @@ import { periodIds, readUsage, type UsageRow } from '../../lambdas/aggregator/re
 import type { Settlement } from '../../lambdas/gateway/ports';
 import type { TokenCounts } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
-import { ROLLUP_SHARDS } from '../../lambdas/store/rollups';
+import { ROLLUP_SHARDS, compactId, seenGroupPk } from '../../lambdas/store/rollups';
+import { usagePk } from '../../lambdas/store/keys';
+import { USAGE_STREAM_FILTERS } from '../../lambdas/aggregator/mapping';
 import { startStreamPoller, type StreamBatchHandler } from '../../local/stream-poller';
 import { testTables, type TestTables } from '../support/dynamo';
 import { renderUsage, usageQuery } from '../../cli/commands/usage';
@@ -33,13 +35,13 @@ const DAY2 = testDate(10, 22, 0, 1); // 22 November
 let db: TestTables;
 let ledger: DynamoLedger;
 let deps: AggregateDeps;
-let t: (name: 'ledger' | 'holds' | 'usage' | 'rollups') => string;
+let t: (name: 'ledger' | 'usage' | 'rollups') => string;
 let lambdaHandler: (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
 
 beforeAll(async () => {
   db = await testTables();
   t = (name) => tableName(db.prefix, name);
-  ledger = new DynamoLedger(db.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  ledger = new DynamoLedger(db.doc, { ledger: t('ledger'), usage: t('usage') });
   deps = { doc: db.doc, rollupsTable: t('rollups') };
   await db.doc.send(
     new PutCommand({
@@ -108,14 +110,19 @@ const counts = (inputTokens: number, cachedInputTokens: number, outputTokens: nu
   reasoningTokens,
 });
 
-/** Reads the whole usage stream from its start through `handler`; returns every event delivered and every response. */
-async function drainStream(handler: StreamBatchHandler): Promise<{ events: DynamoDBStreamEvent[]; responses: (DynamoDBBatchResponse | void)[] }> {
+/**
+ * Reads the whole usage stream from its start through `handler`, with the deployed mapping's
+ * filter (each request's settlement; its open row's INSERT is passed over); returns every event
+ * delivered and every response.
+ */
+async function drainStream(handler: StreamBatchHandler, filtered = true): Promise<{ events: DynamoDBStreamEvent[]; responses: (DynamoDBBatchResponse | void)[] }> {
   const events: DynamoDBStreamEvent[] = [];
   const responses: (DynamoDBBatchResponse | void)[] = [];
   const poller = await startStreamPoller({
     endpoint: db.endpoint,
     tableName: t('usage'),
     autoStart: false,
+    ...(filtered ? { filters: USAGE_STREAM_FILTERS } : {}),
     log: () => undefined,
     handler: async (event) => {
       events.push(event);
@@ -144,15 +151,18 @@ function requestIdOf(record: DynamoDBRecord): string | undefined {
   return record.dynamodb?.NewImage?.requestId?.S;
 }
 
+/** Whether the aggregator has recorded `requestId` as counted (in its group's set of counted rows). */
 async function marker(requestId: string): Promise<boolean> {
-  const got = await db.doc.send(new GetCommand({ TableName: t('rollups'), Key: { pk: `SEEN#${requestId}`, sk: 'SEEN' }, ConsistentRead: true }));
-  return got.Item !== undefined;
+  const out = await db.doc.send(new ScanCommand({ TableName: t('rollups'), FilterExpression: 'begins_with(pk, :seen)', ExpressionAttributeValues: { ':seen': 'SEEN#' }, ConsistentRead: true }));
+  return (out.Items ?? []).some((item) => item.ids instanceof Set && item.ids.has(compactId(requestId)));
 }
 
-/** A client whose transactions that write `markerPk` fail (as in an outage) while `failing()` says so. */
-function outageFor(doc: DynamoDBDocumentClient, markerPk: string, failing: () => boolean): DynamoDBDocumentClient {
+/** A client whose transactions that record `requestId` as counted fail (as in an outage) while `failing()` says so. */
+function outageFor(doc: DynamoDBDocumentClient, requestId: string, failing: () => boolean): DynamoDBDocumentClient {
   const send = async (command: unknown): Promise<unknown> => {
-    if (command instanceof TransactWriteCommand && (command.input.TransactItems ?? []).some((i) => i.Put?.Item?.pk === markerPk) && failing()) {
+    const records = (i: NonNullable<TransactWriteCommand['input']['TransactItems']>[number]): boolean =>
+      String(i.Update?.Key?.pk ?? '').startsWith('SEEN#') && Object.values(i.Update?.ExpressionAttributeValues ?? {}).includes(compactId(requestId));
+    if (command instanceof TransactWriteCommand && (command.input.TransactItems ?? []).some(records) && failing()) {
       throw Object.assign(new Error('Service unavailable'), { name: 'ServiceUnavailable', $fault: 'server' });
     }
     return doc.send(command as TransactWriteCommand);
@@ -221,6 +231,22 @@ describe('aggregator', () => {
     expect(await rows('month', `${Y}-11`, `${Y}-11`)).toEqual(months);
   });
 
+  it('counts a request at its settlement only: handed every record of the stream, its open row among them, nothing changes', async () => {
+    const days = await rows('day', `${Y}-11-21`, `${Y}-11-22`);
+    const months = await rows('month', `${Y}-11`, `${Y}-11`);
+    // Unfiltered, as a mapping without the filter (or a replay tool) would hand them over.
+    const all = await drainStream((event) => aggregate(deps, event), false);
+    const records = all.events.flatMap((e) => e.Records);
+    // Each request's row is on the stream twice: put open at admission, then settled.
+    expect(records.filter((r) => requestIdOf(r) === 'r1').map((r) => [r.eventName, r.dynamodb?.NewImage?.state?.S])).toEqual([
+      ['INSERT', 'open'],
+      ['MODIFY', 'settled'],
+    ]);
+    for (const r of all.responses) expect(r).toEqual({ batchItemFailures: [] });
+    expect(await rows('day', `${Y}-11-21`, `${Y}-11-22`)).toEqual(days);
+    expect(await rows('month', `${Y}-11`, `${Y}-11`)).toEqual(months);
+  });
+
   it('reports the first record that fails by its sequence number and leaves the later ones for the retry', async () => {
     const at = testDate(11, 3, 12); // December: totals of their own
     await request({ id: 'f1', keyId: 'key_f', at, servedBy: 'openai/gpt-x', counts: counts(10, 0, 5, 0), chargeMicros: 100, outcome: 'ok' });
@@ -228,11 +254,11 @@ describe('aggregator', () => {
     await request({ id: 'f3', keyId: 'key_f', at: at + 2_000, servedBy: 'openai/gpt-x', counts: counts(30, 0, 5, 0), chargeMicros: 300, outcome: 'ok' });
 
     // An outage of the rollups table that strikes f2's write and ends once the failure has been
-    // reported: the writes that carry f2's marker fail the way a real outage would.
+    // reported: the writes that record f2 as counted fail the way a real outage would.
     let outage = true;
     let faults = 0;
     const faulty: AggregateDeps = {
-      doc: outageFor(db.doc, 'SEEN#f2', () => {
+      doc: outageFor(db.doc, 'f2', () => {
         if (!outage) return false;
         faults += 1;
         return true;
@@ -267,7 +293,8 @@ describe('aggregator', () => {
     const records = events.flatMap((e) => e.Records).filter((r) => ['g1', 'g2'].includes(requestIdOf(r) ?? ''));
     const g1 = records[0] as DynamoDBRecord;
     const g2 = records[1] as DynamoDBRecord;
-    const broken: DynamoDBRecord = { ...g1, dynamodb: { ...g1.dynamodb, SequenceNumber: '1', NewImage: { requestId: { S: 'junk' } } } };
+    // A settlement whose row cannot be read (it says settled and carries nothing else).
+    const broken: DynamoDBRecord = { ...g1, dynamodb: { ...g1.dynamodb, SequenceNumber: '1', NewImage: { requestId: { S: 'junk' }, state: { S: 'settled' } } } };
     const errors: string[] = [];
     const out = await aggregate({ ...deps, writeLine: (line) => errors.push(line) }, { Records: [broken, g1, g2] });
     expect(out).toEqual({ batchItemFailures: [{ itemIdentifier: '1' }] });
@@ -277,8 +304,9 @@ describe('aggregator', () => {
     expect(await marker('g2')).toBe(false);
     expect(await rows('day', `${Y + 1}-01-05`, `${Y + 1}-01-05`)).toEqual([]);
 
-    // A MODIFY or REMOVE is not a new request: skipped, not failed.
-    expect(await aggregate(deps, { Records: [{ ...g1, eventName: 'MODIFY' }, g2] })).toEqual({ batchItemFailures: [] });
+    // A record that is not a request's settlement (its open row's INSERT, a REMOVE) is skipped, not failed.
+    const opened: DynamoDBRecord = { ...g1, eventName: 'INSERT', dynamodb: { ...g1.dynamodb, NewImage: { ...g1.dynamodb?.NewImage, state: { S: 'open' } } } };
+    expect(await aggregate(deps, { Records: [opened, { ...g1, eventName: 'REMOVE' }, g2] })).toEqual({ batchItemFailures: [] });
     expect(await marker('g1')).toBe(false);
     expect(find(await rows('day', `${Y + 1}-01-05`, `${Y + 1}-01-05`), `${Y + 1}-01-05`, 'all')).toMatchObject({ requests: 1, chargeMicros: 20 });
   });
@@ -288,10 +316,12 @@ describe('batched rollups', () => {
   const BW = 'ws_batch';
   let seq = 1_000_000;
 
-  /** A usage stream record as Lambda delivers it, for a row of workspace `ws`. */
+  /** A usage stream record as Lambda delivers it: the settlement of a row of workspace `ws`. */
   function usageRecord(ws: string, requestId: string, keyId: string, at: number, chargeMicros: number, outcome = 'ok'): DynamoDBRecord {
     seq += 1;
     const row = {
+      pk: usagePk(ws, requestId),
+      state: 'settled',
       workspaceId: ws,
       sk: `${new Date(at).toISOString()}#${requestId}`,
       requestId,
@@ -307,7 +337,7 @@ describe('batched rollups', () => {
       reasoningTokens: 0,
       chargeMicros,
     };
-    return { eventName: 'INSERT', dynamodb: { SequenceNumber: String(seq).padStart(21, '0'), NewImage: marshall(row) as NonNullable<DynamoDBRecord['dynamodb']>['NewImage'] } };
+    return { eventName: 'MODIFY', dynamodb: { SequenceNumber: String(seq).padStart(21, '0'), NewImage: marshall(row) as NonNullable<DynamoDBRecord['dynamodb']>['NewImage'] } };
   }
 
   /** A client that records every transaction sent (and whether it went through). */
@@ -341,8 +371,9 @@ describe('batched rollups', () => {
     expect(await aggregate({ ...deps, doc: rec.doc }, event)).toEqual({ batchItemFailures: [] });
     expect(rec.sent).toHaveLength(1);
     const items = rec.sent[0]?.items ?? [];
-    // n markers, then day and month, each overall, five keys and one model.
-    expect(items).toHaveLength(n + 2 * (1 + 5 + 1));
+    // The rows' groups of counted rows (one per usage partition and 20 s), then day and month, each overall, five keys and one model.
+    const groups = new Set(Array.from({ length: n }, (_, i) => seenGroupPk(usagePk(BW, `b1_${i}`), at + i)));
+    expect(items).toHaveLength(groups.size + 2 * (1 + 5 + 1));
     expect(updatesOf(items, `WS#${BW}#DAY#${Y + 1}-02-10`, 'ALL')).toBe(1);
     expect(updatesOf(items, `WS#${BW}#MONTH#${Y + 1}-02`, 'ALL')).toBe(1);
     const charge = Array.from({ length: n }, (_, i) => 1_000 + i).reduce((a, b) => a + b, 0);
@@ -367,7 +398,7 @@ describe('batched rollups', () => {
     // Rows 0..4 were counted by an earlier delivery; row 7's writes fail until the failure is reported.
     expect(await aggregate(deps, { Records: records.slice(0, 5) })).toEqual({ batchItemFailures: [] });
     let outage = true;
-    const faulty: AggregateDeps = { ...deps, doc: outageFor(db.doc, 'SEEN#b2_7', () => outage), writeLine: () => undefined };
+    const faulty: AggregateDeps = { ...deps, doc: outageFor(db.doc, 'b2_7', () => outage), writeLine: () => undefined };
     const first = await aggregate(faulty, { Records: records.slice(0, 10) });
     expect(first).toEqual({ batchItemFailures: [{ itemIdentifier: records[7]?.dynamodb?.SequenceNumber }] });
     outage = false;
@@ -379,6 +410,39 @@ describe('batched rollups', () => {
     // The retry starts at the failed record and runs on past the first batch's end.
     expect(await aggregate(deps, { Records: records.slice(7) })).toEqual({ batchItemFailures: [] });
     expect(await total(BW, `${Y + 1}-02-11`)).toMatchObject({ requests: 12, chargeMicros: 100 * ((12 * 13) / 2) });
+  });
+
+  it('many workspaces\' rows interleaved: each workspace\'s totals written once a batch; a failure reports the earliest row not counted, and the retry from it is exact', async () => {
+    const at = Date.UTC(Y + 1, 1, 15, 9);
+    const day = `${Y + 1}-02-15`;
+    const wsOf = (w: number): string => `ws_mix_${w}`;
+    // Stream order: every workspace's first row, then every workspace's second, and so on.
+    const records = Array.from({ length: 4 }, (_, j) => Array.from({ length: 10 }, (_, w) => usageRecord(wsOf(w), `mx${w}_${j}`, 'key_x', at + j, 10 + w))).flat();
+    const rec = recording();
+    expect(await aggregate({ ...deps, doc: rec.doc }, { Records: records })).toEqual({ batchItemFailures: [] });
+    for (let w = 0; w < 10; w += 1) {
+      expect(rec.sent.reduce((n, x) => n + updatesOf(x.items, `WS#${wsOf(w)}#DAY#${day}`, 'ALL'), 0)).toBe(1);
+      expect(await total(wsOf(w), day)).toMatchObject({ requests: 4, chargeMicros: 4 * (10 + w) });
+    }
+
+    // Again under an outage that strikes one row: the earliest record not counted is reported.
+    const later = Date.UTC(Y + 1, 1, 16, 9);
+    const day2 = `${Y + 1}-02-16`;
+    const again = Array.from({ length: 4 }, (_, j) => Array.from({ length: 10 }, (_, w) => usageRecord(wsOf(w), `my${w}_${j}`, 'key_x', later + j, 10 + w))).flat();
+    let outage = true;
+    const faulty: AggregateDeps = { ...deps, doc: outageFor(db.doc, 'my5_1', () => outage), writeLine: () => undefined };
+    const first = await aggregate(faulty, { Records: again });
+    outage = false;
+    const counted = await Promise.all(again.map((r) => marker(requestIdOf(r) as string)));
+    const earliest = again[counted.indexOf(false)];
+    expect(earliest).toBeDefined();
+    expect(first).toEqual({ batchItemFailures: [{ itemIdentifier: earliest?.dynamodb?.SequenceNumber }] });
+    expect(await marker('my5_1')).toBe(false);
+    // Every record before the reported one is counted.
+    for (const c of counted.slice(0, counted.indexOf(false))) expect(c).toBe(true);
+    // The mapping redelivers from the reported record on: everything counted once.
+    expect(await aggregate(deps, { Records: again.slice(again.indexOf(earliest as DynamoDBRecord)) })).toEqual({ batchItemFailures: [] });
+    for (let w = 0; w < 10; w += 1) expect(await total(wsOf(w), day2)).toMatchObject({ requests: 4, chargeMicros: 4 * (10 + w) });
   });
 
   it('a batch too large for one transaction is written in runs of at most 100 items, exactly once', async () => {

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { hashKey } from '../../lambdas/core/api-key';
+import { formatMoney } from '../../lambdas/core/money-format';
 import { startTestAdmin, type TestAdmin } from '../support/admin';
 import { testTables, type TestTables } from '../support/dynamo';
 
@@ -213,6 +214,92 @@ describe('sluice CLI', () => {
     const help = await sluice(['key', 'limit', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/usage: sluice key limit/);
+  });
+
+  it('prints money in refusals as USD, never micro-units, while --json keeps exact integers', async () => {
+    await ok(['credit', 'add', '12.34', '-w', workspaceId, '--reference', 'INV-USD-1']);
+    const reused = await refused(['credit', 'add', '20', '-w', workspaceId, '--reference', 'INV-USD-1']);
+    expect(reused.code).toBe('reference_used');
+    expect(reused.stderr).toMatch(/^sluice: reference INV-USD-1 already credited USD 12\.34 on \d{4}-\d\d-\d\dT[\d:.]+Z; a reference credits once\n$/);
+    const shown = await ok<{ balance: { available: { micros: number } } }>(['workspace', 'show', '-w', workspaceId]);
+    const below = await refused(['credit', 'adjust', '-5000', '-w', workspaceId, '--reason', 'too much']);
+    expect(below.code).toBe('below_held');
+    expect(below.stderr).toMatch(/^sluice: an adjustment of USD -5000\.00 would take the balance below what is held: available USD \d+\.\d{2,8}, held USD 0\.00\n$/);
+    expect(below.stderr).toContain(`available ${formatMoney(shown.balance.available.micros)}`);
+    const cap = await refused(['workspace', 'spend-cap', '0.99', '-w', workspaceId]);
+    expect(cap.stderr).toMatch(/at least USD 1\.00 per 60 seconds, got USD 0\.99/);
+    for (const r of [reused, below, cap]) expect(r.stderr).not.toMatch(/micro|minor unit/);
+    // The same refusal with --json: the code to branch on; the answers of changes keep integers.
+    await expect(ok(['credit', 'add', '12.34', '-w', workspaceId, '--reference', 'INV-USD-1'])).resolves.toMatchObject({ applied: false, entry: { amountMicros: 1_234_000_000 } });
+  });
+
+  it('names the option or the input at fault, never the management API\'s body fields', async () => {
+    const cases: [string[], string, RegExp][] = [
+      [['credit', 'add', '0', '-w', workspaceId], '', /^sluice: the credit must be more than USD 0\.00 \(e\.g\. 20\.50, or --minor-units 2050\)\n$/],
+      [['credit', 'add', '--minor-units', '0', '-w', workspaceId], '', /the credit must be more than USD 0\.00/],
+      [['credit', 'adjust', '0', '-w', workspaceId, '--reason', 'x'], '', /^sluice: the adjustment cannot be USD 0\.00: give a signed amount/],
+      [['workspace', 'low-credit', '-w', workspaceId, '--threshold', '0'], '', /^sluice: --threshold must be more than USD 0\.00; --clear stops the notice\n$/],
+      [['byok', 'set', 'openai', '-w', workspaceId], '', /^sluice: no key was read from stdin: pipe it in \(`pass show openai \| sluice byok set openai -w ws_\w+`\) or type it at the prompt\n$/],
+      [['byok', 'set', 'openai', '-w', workspaceId], '  \n', /no key was read from stdin/],
+      [['provider', 'add', 'nokey', '--base-url', 'https://nokey.example/v1'], '', /no key was read from stdin/],
+      [['audit', 'list', '-w', workspaceId, '--limit', '0'], '', /^sluice: --limit is a whole number from 1 to 1000; got "0"\n$/],
+      [['credit', 'history', '-w', workspaceId, '--limit', '5000'], '', /--limit is a whole number from 1 to 1000/],
+      [['audit', 'list', '--day', '2026-1-1'], '', /^sluice: --day is a UTC date, yyyy-mm-dd/],
+      [['key', 'limit', '5', '-w', workspaceId, '--key', 'key_0', '--window', 'hourly'], '', /^sluice: --window is daily, weekly, monthly, never; got "hourly"\n$/],
+      [['member', 'invite', '-w', workspaceId, '--email', 'late@acme.test', '--hours', '0'], '', /^sluice: an invitation lasts 1 to 720 hours, not 0\n$/],
+    ];
+    for (const [args, input, message] of cases) {
+      const run = await sluice([...args, '--json'], { input });
+      expect({ args, code: run.code }).toEqual({ args, code: 1 });
+      expect({ args, stderr: run.stderr }).toEqual({ args, stderr: expect.stringMatching(message) });
+      expect(run.stderr).not.toMatch(/amountMinor|apiKey|expiresInHours|memberId|baseUrl\b/);
+    }
+  });
+
+  it('prints in --json the audit and usage fields an operator uses, not the store\'s keys', async () => {
+    const trail = await ok<{ entries: Record<string, unknown>[] }>(['audit', 'list', '-w', workspaceId, '--limit', '5']);
+    expect(trail.entries.length).toBeGreaterThan(0);
+    for (const e of trail.entries) {
+      expect(Object.keys(e).sort()).toEqual(['action', 'at', 'requestId', 'summary', 'who', 'workspaceId']);
+      expect(e['at']).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    }
+    const csv = await sluice(['audit', 'list', '-w', workspaceId, '--limit', '1', '--csv']);
+    expect(csv.stdout.split('\n')[1]).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z,local,/);
+  });
+
+  it('takes every option listed under "options for every command", `usage` included', async () => {
+    const usage = await sluice(['usage', '-w', workspaceId, '--minor-units', '--json']);
+    expect({ code: usage.code, stderr: usage.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(usage.stdout)).toMatchObject({ workspaceId, period: 'day' });
+    const row = await sluice(['usage', 'request', 'req_none', '-w', workspaceId, '--minor-units', '--region', 'eu-west-1', '--json']);
+    expect((JSON.parse(row.stdout) as { error: { code: string } }).error.code).toBe('usage_not_found');
+    expect((await sluice(['usage', '-w', workspaceId, '--minor-units', '--csv'])).code).toBe(0);
+  });
+
+  it('ends quietly when the reader of its output goes away (`sluice … | head`), as Unix tools do', async () => {
+    // The reader's end closed before the command writes: every write meets EPIPE.
+    const run = await new Promise<Run>((done, reject) => {
+      const child = spawn(process.execPath, [BIN, 'catalog', 'list', '--json'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => done({ code, stdout: '', stderr }));
+    });
+    expect(run).toEqual({ code: 0, stdout: '', stderr: '' });
+    // Through a shell pipeline too, with pipefail: head takes the first lines, sluice exits 0.
+    const piped = await new Promise<Run>((done, reject) => {
+      const sh = spawn('bash', ['-c', `set -o pipefail; "${process.execPath}" "${BIN}" catalog list --csv | head -n 2`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      sh.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      sh.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      sh.on('error', reject);
+      sh.on('close', (code) => done({ code, stdout, stderr }));
+    });
+    expect(piped.stderr).toBe('');
+    expect(piped.code).toBe(0);
+    expect(piped.stdout.split('\n')[0]).toBe('model,status,input rate,output rate,currency,max output');
   });
 
   it('says to run npm start first when the local stage has no state file', async () => {

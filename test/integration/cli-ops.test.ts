@@ -33,6 +33,8 @@ import {
   readCatalog,
   removeMember,
   reorderProfile,
+  revokeKey,
+  rotateKey,
   setDefaultProfile,
   setKeyCreditLimit,
   setKeyExpiry,
@@ -240,7 +242,7 @@ describe('spend rate cap', () => {
   });
 
   it('refuses 99 and accepts the minimum of 100', async () => {
-    await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 99 })).rejects.toThrow(/at least 100/);
+    await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 99 })).rejects.toThrow(/at least USD 1\.00 per 60 seconds, got USD 0\.99$/);
     await expect(setSpendRateCap(ctx, { workspaceId, capMinor: 100 })).resolves.toEqual({ spendRateCapMinor: 100, previousMinor: 5000 });
     expect((await meta(workspaceId)).spendRateCapMinor).toBe(100);
   });
@@ -341,6 +343,27 @@ describe('key expiry and credit limit', () => {
     const later: AdminContext = { ...ctx, now: () => soon + 1 };
     await expect(setKeyExpiry(later, { workspaceId, keyId: short.keyId, expiresAt: soon + 3_600_000 })).rejects.toBeInstanceOf(KeyExpiredError);
     expect((await listKeys(later, { workspaceId })).find((k) => k.keyId === short.keyId)?.state).toBe('expired');
+  });
+
+  it('never rotates an expired key (a replacement would renew it): it can be revoked, and nothing else changes', async () => {
+    const soon = Date.now() + 60_000;
+    const short = await createKey(ctx, { workspaceId, name: 'short', expiresAt: soon });
+    await setKeyCreditLimit(ctx, { workspaceId, keyId: short.keyId, limitMinor: 500 });
+    const later: AdminContext = { ...ctx, now: () => soon + 1 };
+    const keys = async (): Promise<string[]> => (await scanTable(`${t.prefix}keys`)).map((k) => JSON.stringify(k)).sort();
+    const before = await keys();
+    for (const expiresAt of [undefined, null, soon + 3_600_000]) {
+      const attempt = rotateKey(later, { workspaceId, keyId: short.keyId, ...(expiresAt === undefined ? {} : { expiresAt }) });
+      await expect(attempt).rejects.toBeInstanceOf(KeyExpiredError);
+      await expect(attempt).rejects.toThrow(/can be revoked .* but not rotated/);
+    }
+    // No replacement was minted and the expired key was not ended.
+    expect(await keys()).toEqual(before);
+    expect((await listKeys(later, { workspaceId })).find((k) => k.keyId === short.keyId)?.state).toBe('expired');
+    await expect(revokeKey(later, { workspaceId, keyId: short.keyId })).resolves.toMatchObject({ keyId: short.keyId, wasExpired: true });
+    // A key still live rotates, and its replacement keeps the expiry still ahead.
+    const live = await createKey(ctx, { workspaceId, expiresAt: soon });
+    await expect(rotateKey(ctx, { workspaceId, keyId: live.keyId })).resolves.toMatchObject({ keyId: live.keyId, expiresAt: new Date(soon).toISOString() });
   });
 });
 

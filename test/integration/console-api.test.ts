@@ -1,8 +1,9 @@
 /**
  * The console's session API on DynamoDB Local: roles enforced on the server whatever the page
  * shows (a member's pause is 403, the owner's is one audited operation under the member's name),
- * the Origin and CSRF checks on every change, sessions, and invitations holding a key slot until
- * cancelled or lapsed.
+ * the Origin and CSRF checks on every change, sessions, invitations of new members holding a key
+ * slot until cancelled or lapsed while passkey invitations of existing members hold none, and
+ * ended keys keeping how and by whom.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { mkdtempSync } from 'node:fs';
@@ -13,6 +14,7 @@ import type { ConsoleDeps } from '../../lambdas/console/ports';
 import { listAudit } from '../../lambdas/store/audit';
 import { DynamoBalancePort } from '../../lambdas/store/balance-port';
 import type { AdminContext } from '../../lambdas/store/directory-context';
+import { acceptInvitation, passkeySk, type NewPasskey } from '../../lambdas/store/directory-invitations';
 import { LocalFileSecretStore } from '../../lambdas/store/directory-secrets';
 import { tableName } from '../../lambdas/shared/schema';
 import { addMember, createKey, createWorkspace } from '../../local/ops';
@@ -124,6 +126,29 @@ describe('roles, enforced by the session API', () => {
   });
 });
 
+describe('an expired key in the console', () => {
+  it('is refused a rotation with the management API\'s 409 key_expired (never renewed), and can be revoked', async () => {
+    const minted = await callConsole(deps, owner, 'POST', '/console/api/keys', { name: 'short', expiresAt: new Date(clock + 60_000).toISOString() });
+    expect(minted.status).toBe(201);
+    const keyId = String(minted.body['keyId']);
+    const was = clock;
+    clock += 120_000;
+    try {
+      const rotated = await callConsole(deps, owner, 'POST', `/console/api/keys/${keyId}/rotate`);
+      expect(rotated.status).toBe(409);
+      expect(rotated.body).toEqual({
+        error: { message: expect.stringMatching(/can be revoked .* but not rotated; create a new key$/), type: 'invalid_request_error', param: null, code: 'key_expired', request_id: expect.stringMatching(/^req_/) },
+      });
+      expect(rotated.body).not.toHaveProperty('rawKey');
+      const list = await callConsole(deps, owner, 'GET', '/console/api/keys');
+      expect((list.body['keys'] as { keyId: string; state: string }[]).filter((k) => k.keyId === keyId).map((k) => k.state)).toEqual(['expired']);
+      expect((await callConsole(deps, owner, 'POST', `/console/api/keys/${keyId}/revoke`)).status).toBe(200);
+    } finally {
+      clock = was;
+    }
+  });
+});
+
 describe('sessions, Origin and CSRF', () => {
   it.each([
     ['no Origin', { origin: null }],
@@ -223,5 +248,103 @@ describe('sign-in and joining refuse what is not a passkey answer', () => {
     const ok = await callConsole(deps, undefined, 'POST', '/console/api/signin/options', {});
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ rpId: 'localhost', userVerification: 'required', challenge: expect.any(String) });
+  });
+});
+
+describe('a passkey invitation for an existing member holds no key slot (issue 22 item 20)', () => {
+  const passkey = (id: string): NewPasskey => ({ credentialId: id, publicKey: 'pk', counter: 0, transports: ['internal'] });
+
+  async function passkeyItem(credentialId: string): Promise<Record<string, unknown> | undefined> {
+    const out = await tables.doc.send(new GetCommand({ TableName: tableName(tables.prefix, 'workspaces'), Key: { pk: ws, sk: passkeySk(credentialId) }, ConsistentRead: true }));
+    return out.Item;
+  }
+
+  it('named by member id or by a member’s e-mail: a passkey invitation, no slot taken; accepting adds a passkey to that very member', async () => {
+    const start = await slots();
+    const byId = await callConsole(deps, owner, 'POST', '/console/api/invitations', { memberId });
+    expect(byId.status).toBe(201);
+    expect(byId.body['invitation']).toMatchObject({ kind: 'passkey', holdsKeySlot: false, memberId, email: 'member@example.com', role: 'member' });
+    const byEmail = await callConsole(deps, owner, 'POST', '/console/api/invitations', { email: 'MEMBER@example.com' });
+    expect(byEmail.status).toBe(201);
+    expect(byEmail.body['invitation']).toMatchObject({ kind: 'passkey', holdsKeySlot: false, memberId });
+    expect(await slots()).toBe(start);
+    const joined = await acceptInvitation(ctx, { workspaceId: ws, token: String(byId.body['token']), passkey: passkey('cred-new-device') });
+    expect(joined).toEqual({ memberId, role: 'member', email: 'member@example.com', kind: 'passkey' });
+    expect(await passkeyItem('cred-new-device')).toMatchObject({ memberId });
+    expect(await slots()).toBe(start);
+    // Cancelling one gives back no slot it never took.
+    const other = (byEmail.body['invitation'] as { invitationId: string }).invitationId;
+    const cancelled = await callConsole(deps, owner, 'DELETE', `/console/api/invitations/${other}`);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toEqual({ invitationId: other, freedKeySlot: false });
+    expect(await slots()).toBe(start);
+    const members = await callConsole(deps, owner, 'GET', '/console/api/members');
+    expect((members.body['members'] as { memberId: string }[]).map((m) => m.memberId).sort()).toEqual([memberId, ownerId].sort());
+  });
+
+  it('is made even when every slot is held, and lapses without touching the slots', async () => {
+    const start = await slots();
+    const joins: string[] = [];
+    for (let i = start; i < 5; i++) {
+      const out = await callConsole(deps, owner, 'POST', '/console/api/invitations', { email: `full${i}@example.com` });
+      expect(out.body['invitation']).toMatchObject({ kind: 'join', holdsKeySlot: true });
+      joins.push((out.body['invitation'] as { invitationId: string }).invitationId);
+    }
+    expect(await slots()).toBe(5);
+    const out = await callConsole(deps, owner, 'POST', '/console/api/invitations', { memberId: ownerId, expiresInHours: 1 });
+    expect(out.status).toBe(201);
+    expect(out.body['invitation']).toMatchObject({ kind: 'passkey', role: 'owner', holdsKeySlot: false });
+    expect(await slots()).toBe(5);
+    for (const id of joins) expect((await callConsole(deps, owner, 'DELETE', `/console/api/invitations/${id}`)).status).toBe(200);
+    expect(await slots()).toBe(start);
+    clock += 2 * 3_600_000; // the passkey invitation's hour passes
+    expect((await callConsole(deps, owner, 'GET', '/console/api/invitations')).body['invitations']).toEqual([]);
+    expect(await slots()).toBe(start);
+  });
+
+  it('is the owner’s to make, names a member who exists, and changes no role', async () => {
+    const before = await slots();
+    const forbidden = await callConsole(deps, member, 'POST', '/console/api/invitations', { memberId });
+    expect(forbidden.status).toBe(403);
+    expect((forbidden.body['error'] as { code: string }).code).toBe('forbidden');
+    const nobody = await callConsole(deps, owner, 'POST', '/console/api/invitations', { memberId: 'mem_00000000000000000000' });
+    expect(nobody.status).toBe(404);
+    expect((nobody.body['error'] as { code: string }).code).toBe('member_not_found');
+    const promote = await callConsole(deps, owner, 'POST', '/console/api/invitations', { memberId, role: 'owner' });
+    expect(promote.status).toBe(400);
+    expect(await slots()).toBe(before);
+  });
+
+  it('cannot be accepted once its member was removed', async () => {
+    const gone = (await addMember(ctx, { workspaceId: ws, email: 'leaving@example.com' })).memberId;
+    const out = await callConsole(deps, owner, 'POST', '/console/api/invitations', { memberId: gone });
+    expect(out.status).toBe(201);
+    expect((await callConsole(deps, owner, 'DELETE', `/console/api/members/${gone}`)).status).toBe(200);
+    const before = await slots();
+    await expect(acceptInvitation(ctx, { workspaceId: ws, token: String(out.body['token']), passkey: passkey('cred-gone') })).rejects.toThrow();
+    expect(await passkeyItem('cred-gone')).toBeUndefined();
+    expect(await slots()).toBe(before);
+  });
+});
+
+describe('an ended key keeps how and by whom (issue 22 item 16)', () => {
+  type Listed = { keyId: string; visible: string; state: string; endedHow: string | null; endedBy: string | null; revokedAt: string | null };
+  const listAll = async (): Promise<Listed[]> => (await callConsole(deps, owner, 'GET', '/console/api/keys', undefined, { query: { all: 'true' } })).body['keys'] as Listed[];
+
+  it('revoked by a member, rotated by the owner, revoked with its member’s removal', async () => {
+    const revoked = await callConsole(deps, member, 'POST', '/console/api/keys', { name: 'to-revoke' });
+    expect((await callConsole(deps, member, 'POST', `/console/api/keys/${String(revoked.body['keyId'])}/revoke`)).status).toBe(200);
+    const rotated = await callConsole(deps, owner, 'POST', '/console/api/keys', { name: 'to-rotate' });
+    expect((await callConsole(deps, owner, 'POST', `/console/api/keys/${String(rotated.body['keyId'])}/rotate`)).status).toBe(200);
+    const leaver = (await addMember(ctx, { workspaceId: ws, email: 'leaver@example.com' })).memberId;
+    const theirs = await createKey(ctx, { workspaceId: ws, memberId: leaver, name: 'theirs' });
+    expect((await callConsole(deps, owner, 'DELETE', `/console/api/members/${leaver}`, undefined, { query: { revokeKeys: 'true' } })).status).toBe(200);
+    const all = await listAll();
+    const find = (visible: unknown): Listed | undefined => all.find((k) => k.visible === visible);
+    expect(find(revoked.body['visible'])).toMatchObject({ state: 'ended', endedHow: 'revoked', endedBy: `console:${ws}/${memberId}`, revokedAt: expect.any(String) });
+    expect(find(rotated.body['visible'])).toMatchObject({ state: 'ended', endedHow: 'rotated', endedBy: `console:${ws}/${ownerId}` });
+    expect(find(theirs.visible)).toMatchObject({ state: 'ended', endedHow: 'member-removed', endedBy: `console:${ws}/${ownerId}` });
+    // A live key has ended in no way and by nobody.
+    expect(all.filter((k) => k.state === 'live').every((k) => k.endedHow === null && k.endedBy === null)).toBe(true);
   });
 });

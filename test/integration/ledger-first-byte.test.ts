@@ -32,7 +32,7 @@ let wire: DynamoWire;
 let admin: AdminContext;
 const log: TripLog = { keep: true, calls: [] };
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+const ledgerTables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();

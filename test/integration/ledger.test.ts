@@ -16,6 +16,7 @@ import { addCredit, createWorkspace, type AdminContext } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
 import { testDate } from '../support/clock';
 import { windowKey } from '../../lambdas/store/keys';
+import { monthId } from '../../lambdas/core/windows';
 
 
 let tables: TestTables;
@@ -27,7 +28,7 @@ const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.pr
 beforeAll(async () => {
   tables = await testTables();
   wire = wireClient({ dynamoEndpoint: tables.endpoint }, tables.doc, process.env, RACE_LIMITS);
-  ledger = new DynamoLedger(wire, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  ledger = new DynamoLedger(wire, { ledger: t('ledger'), usage: t('usage') });
   admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });
 
@@ -39,6 +40,7 @@ afterAll(() => {
 /** Ahead of the real clock, so DynamoDB Local's TTL sweep never collects a counter a test relies on (test/support/clock.ts). */
 const NOW = testDate(10, 22, 12, 0, 0);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
+const NOW_MONTH = monthId(NOW);
 let seq = 0;
 
 function request(workspaceId: string, amountMicros: number, over: Partial<AdmitRequest> = {}): AdmitRequest {
@@ -75,15 +77,21 @@ async function balance(workspaceId: string): Promise<{ available: number; held: 
   return { available: Number(i.availableMicros ?? 0), held: Number(i.heldMicros ?? 0), spent: Number(i.spentMicros ?? 0), credited: Number(i.creditedMicros ?? 0) };
 }
 
+/** A window a hold occupies: the key's or member's item, or the slice's share of the workspace month (on the slice item). */
 async function window(workspaceId: string, sk: string): Promise<{ settled: number; held: number; used: number } | undefined> {
+  if (sk.startsWith('MONTH#')) {
+    const month = (await ledger.readSlices(workspaceId, NOW)).slices[0]?.month;
+    return month?.exists === true ? { settled: month.settledMicros, held: month.heldMicros, used: month.usedMicros } : undefined;
+  }
   const out = await tables.doc.send(new GetCommand({ TableName: t('ledger'), Key: windowKey(workspaceId, 0, sk), ConsistentRead: true }));
   if (out.Item === undefined) return undefined;
   return { settled: Number(out.Item.settledMicros ?? 0), held: Number(out.Item.heldMicros ?? 0), used: Number(out.Item.usedMicros ?? 0) };
 }
 
+/** Open holds of a workspace: its requests' rows still open. */
 async function openHolds(workspaceId: string): Promise<number> {
-  const out = await tables.doc.send(new ScanCommand({ TableName: t('holds'), ConsistentRead: true }));
-  return (out.Items ?? []).filter((h) => h.workspaceId === workspaceId).length;
+  const out = await tables.doc.send(new ScanCommand({ TableName: t('usage'), ConsistentRead: true }));
+  return (out.Items ?? []).filter((h) => h.workspaceId === workspaceId && h.state === 'open').length;
 }
 
 /** The invariant, with every hold settled. */
@@ -106,12 +114,16 @@ async function admitAll(requests: AdmitRequest[]): Promise<{ admitted: HoldRecor
   return { admitted, refused };
 }
 
+/** Limits on the key and the member that bind nothing here: their windows are tracked (a window without a limit is not written). */
+const TRACKED: AdmissionLimits = { ...OPEN, keyLimitMicros: 1e12, memberLimitMicros: 1e12 };
+
 describe('admission and settlement', () => {
   it('holds, charges exactly, returns the rest to the balance and every window', async () => {
     const ws = await workspace(10); // 10 minor = 10,000,000 micros
-    const out = await ledger.admit(request(ws, 4_000_000, { memberId: 'mem_1' }));
+    const out = await ledger.admit(request(ws, 4_000_000, { memberId: 'mem_1', limits: TRACKED }));
     expect(out.admitted).toBe(true);
     if (!out.admitted) return;
+    expect(out.hold.windows).toHaveLength(3);
     expect(await balance(ws)).toEqual({ available: 6_000_000, held: 4_000_000, spent: 0, credited: 10_000_000 });
     for (const sk of out.hold.windows) expect(await window(ws, sk)).toEqual({ settled: 0, held: 4_000_000, used: 4_000_000 });
     await ledger.settle(out.hold, settlement(1_234_567));
@@ -121,6 +133,20 @@ describe('admission and settlement', () => {
     await ledger.settle(out.hold, settlement(1_234_567));
     await ledger.settle(out.hold, settlement(9_999_999));
     expect((await balance(ws)).spent).toBe(1_234_567);
+    await expectSettledInvariant(ws);
+  });
+
+  it('writes no key window and no member month when neither carries a limit; the workspace month is counted on the slice', async () => {
+    const ws = await workspace(10);
+    const out = await ledger.admit(request(ws, 3_000_000, { memberId: 'mem_1' }));
+    if (!out.admitted) throw new Error('not admitted');
+    expect(out.hold.windows).toEqual([`MONTH#${NOW_MONTH}`]);
+    const items = await tables.doc.send(new ScanCommand({ TableName: t('ledger'), ConsistentRead: true }));
+    const mine = (items.Items ?? []).filter((i) => String(i.pk).includes(`#${ws}`));
+    expect(mine.map((i) => `${String(i.pk)} ${String(i.sk)}`).filter((k) => /KEYWIN|MEMBERMONTH|WSM#/.test(k))).toEqual([]);
+    expect(await window(ws, `MONTH#${NOW_MONTH}`)).toEqual({ settled: 0, held: 3_000_000, used: 3_000_000 });
+    await ledger.settle(out.hold, settlement(1_000_000));
+    expect(await window(ws, `MONTH#${NOW_MONTH}`)).toEqual({ settled: 1_000_000, held: 0, used: 1_000_000 });
     await expectSettledInvariant(ws);
   });
 

@@ -1,5 +1,5 @@
-import { readFileSync, readdirSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,8 @@ import { isAlive, startDynamoLocal } from '../../local/dynamo-local';
 import { ensureTables, makeDynamoClient } from '../../local/tables';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
 import { type TestTables, testTables } from '../support/dynamo';
+import { TEST_ENDPOINT_ENV } from '../support/global-setup';
+import { expectLoopbackOnly } from '../support/loopback-only';
 
 describe('ensureTables against DynamoDB Local', () => {
   let t: TestTables;
@@ -42,7 +44,7 @@ describe('ensureTables against DynamoDB Local', () => {
       schema.indexes.map((index) => ({
         name: index.indexName,
         keys: [`${index.partitionKey.name}:HASH`, ...(index.sortKey ? [`${index.sortKey.name}:RANGE`] : [])],
-        projection: 'ALL',
+        projection: index.projection ?? 'ALL',
         status: 'ACTIVE',
       })),
     );
@@ -116,6 +118,14 @@ function dynamoLocalPidsOnPort(port: number): number[] {
     .map(Number);
 }
 
+describe("the tests' own DynamoDB Local (jest's global setup)", () => {
+  it('listens on 127.0.0.1 only: the machine\'s other addresses are refused', async () => {
+    const endpoint = process.env[TEST_ENDPOINT_ENV];
+    expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expectLoopbackOnly(Number(new URL(endpoint ?? '').port));
+  });
+});
+
 describe('startDynamoLocal', () => {
   let dir: string;
   beforeAll(async () => {
@@ -149,7 +159,7 @@ describe('startDynamoLocal', () => {
     client = makeDynamoClient(second.endpoint);
     try {
       const { TableNames = [] } = await client.send(new ListTablesCommand({}));
-      expect(TableNames).toEqual(expect.arrayContaining(['persist-extra', 'persist-usage', 'persist-holds']));
+      expect(TableNames).toEqual(expect.arrayContaining(['persist-extra', 'persist-usage', 'persist-ledger']));
       // Reconciling existing tables is a no-op when they match the schema.
       await ensureTables(client, 'persist-');
     } finally {
@@ -173,6 +183,30 @@ describe('startDynamoLocal', () => {
     }
     expect(dynamoLocalPidsOnPort(address.port)).toEqual([]);
   }, 90_000);
+
+  it('listens on 127.0.0.1 only and keeps its files the user\'s alone, also in a folder an older version left open', async () => {
+    // As an earlier version left it: the folder and the database readable by everyone.
+    const data = join(dir, 'open');
+    await mkdir(data, { mode: 0o755 });
+    await chmod(data, 0o755);
+    await writeFile(join(data, 'shared-local-instance.db'), '', { mode: 0o644 });
+    await chmod(join(data, 'shared-local-instance.db'), 0o644);
+    const db = await startDynamoLocal({ dataDir: data, readyTimeoutMs: 60_000 });
+    const client = makeDynamoClient(db.endpoint);
+    try {
+      expect(db.endpoint).toBe(`http://127.0.0.1:${db.port}`);
+      await expectLoopbackOnly(db.port);
+      // Tables written, so DynamoDB Local has created (or rewritten) its files under its own umask.
+      await ensureTables(client, 'modes-');
+      expect(statSync(data).mode & 0o777).toBe(0o700);
+      const files = readdirSync(data);
+      expect(files).toContain('shared-local-instance.db');
+      for (const name of files) expect({ name, mode: statSync(join(data, name)).mode & 0o777 }).toEqual({ name, mode: 0o600 });
+    } finally {
+      client.destroy();
+      await db.stop();
+    }
+  }, 120_000);
 
   it('refuses a relative dataDir', async () => {
     await expect(startDynamoLocal({ dataDir: 'relative/dir' })).rejects.toThrow('dataDir must be absolute');

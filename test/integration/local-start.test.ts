@@ -3,7 +3,7 @@
  * official openai client against it, then Ctrl-C, and a second start on the same data.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,6 +12,7 @@ import OpenAI from 'openai';
 import { isAlive, isDynamoLocalProcess } from '../../local/dynamo-local';
 import { freePort } from '../../local/free-port';
 import { makeDynamoClient } from '../../local/tables';
+import { expectLoopbackOnly } from '../support/loopback-only';
 
 const REPO = resolve(__dirname, '../..');
 
@@ -53,6 +54,18 @@ async function waitFor(run: Run, marker: string, ms: number): Promise<void> {
 
 function interrupt(run: Run): void {
   if (run.child.pid !== undefined && run.child.exitCode === null) process.kill(-run.child.pid, 'SIGINT');
+}
+
+/** `.dynamodb/` and `.sluice/` are the user's alone: folders 0700, every file in them 0600. */
+function expectOwnerOnly(home: string): void {
+  for (const folder of ['.dynamodb', '.sluice']) {
+    const dir = join(home, folder);
+    expect({ dir: folder, mode: statSync(dir).mode & 0o777 }).toEqual({ dir: folder, mode: 0o700 });
+    const files = readdirSync(dir);
+    expect(files.length).toBeGreaterThan(0);
+    for (const name of files) expect({ name, mode: statSync(join(dir, name)).mode & 0o777 }).toEqual({ name, mode: 0o600 });
+  }
+  expect(readdirSync(join(home, '.dynamodb'))).toContain('shared-local-instance.db');
 }
 
 interface StateFile {
@@ -98,6 +111,9 @@ describe('npm start', () => {
       pids: { start: expect.any(Number), dynamodb: expect.any(Number) },
     });
     expect(isDynamoLocalProcess(state.pids.dynamodb)).toBe(true);
+    // DynamoDB Local answers on loopback only: from the machine's network address it is refused.
+    expect(state.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expectLoopbackOnly(Number(new URL(state.endpoint).port));
     const seed = JSON.parse(readFileSync(join(home, '.sluice', 'seed.json'), 'utf8')) as Record<string, unknown>;
     expect(Object.keys(seed)).toEqual(['workspaceId']); // never the raw key
 
@@ -114,6 +130,20 @@ describe('npm start', () => {
     ) as { balance: { available: { micros: number } } };
     expect(shown.balance.available.micros).toBe(10_000_000_000);
     expect((await fetch(`${adminUrl}/admin/v1/workspaces`)).status).toBe(401);
+    // The seed's workspace, credit and key are audited like any change to money and keys, as `seed`.
+    const seedAudit = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'audit', 'list', '-w', String(seed.workspaceId), '--json'], { env: cliEnv }).toString(),
+    ) as { entries: { who: string; action: string; workspaceId: string; summary: Record<string, unknown> }[] };
+    expect(seedAudit.entries.map((e) => [e.action, e.who, e.workspaceId]).sort()).toEqual(
+      [['credit.add', 'seed', seed.workspaceId], ['key.create', 'seed', seed.workspaceId], ['workspace.create', 'seed', seed.workspaceId]],
+    );
+    expect(seedAudit.entries.find((e) => e.action === 'credit.add')?.summary).toMatchObject({ amountMicros: 10_000_000_000 });
+    const seedKey = seedAudit.entries.find((e) => e.action === 'key.create')?.summary as { keyId: string; visible: string };
+    expect(seedKey.keyId).toMatch(/^key_/);
+    const history = JSON.parse(
+      execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), 'credit', 'history', '-w', String(seed.workspaceId), '--json'], { env: cliEnv }).toString(),
+    ) as { entries: { who: string; amountMicros: number }[] };
+    expect(history.entries).toEqual([expect.objectContaining({ who: 'seed', amountMicros: 10_000_000_000 })]);
 
     // The console: printed, on localhost (a WebAuthn RP needs a domain), its sign-in page served.
     const consoleUrl = (state as unknown as { consoleUrl: string }).consoleUrl;
@@ -125,6 +155,8 @@ describe('npm start', () => {
 
     const rawKey = /API key\s+(slc_\S+)/.exec(first.output())?.[1];
     expect(rawKey).toBeDefined();
+    expect(seedKey.visible).toBe(`${rawKey?.slice(0, 8)}…${rawKey?.slice(-4)}`);
+    expect(JSON.stringify(seedAudit)).not.toContain(rawKey);
     const client = new OpenAI({ baseURL: state.gatewayUrl, apiKey: rawKey, maxRetries: 0 });
     const reply = await client.chat.completions.create({
       model: 'local/sim-small',
@@ -164,6 +196,11 @@ describe('npm start', () => {
       execFileSync(process.execPath, [join(REPO, 'bin', 'sluice.js'), ...args, '--json'], { env: cliEnv, input }).toString();
     sluice(['provider', 'add', 'selfhosted', '--base-url', state.simulatorUrl, '--auth', 'none']);
     sluice(['model', 'add', 'selfhosted/sim-small', '--input-price', '0.10', '--output-price', '0.40', '--max-output', '1000']);
+    // Local mode's own provider lists at the simulator's real address, not the catalog's placeholder.
+    const providers = (JSON.parse(sluice(['provider', 'list'])) as { providers: { name: string; baseUrl: string | null }[] }).providers;
+    expect(state.simulatorUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(providers.find((p) => p.name === 'local')?.baseUrl).toBe(state.simulatorUrl);
+    expect(providers.find((p) => p.name === 'selfhosted')?.baseUrl).toBe(state.simulatorUrl);
 
     // The low-credit notice, locally: one log line and one event per crossing, never one per run.
     sluice(['workspace', 'low-credit', '-w', String(seed.workspaceId), '--threshold', '1000000']);
@@ -176,6 +213,7 @@ describe('npm start', () => {
     expect(readFileSync(eventsFile, 'utf8').trim().split('\n')).toHaveLength(1);
     expect(first.output().split('low credit: workspace').length - 1).toBe(1);
 
+    expectOwnerOnly(home);
     interrupt(first);
     expect(await first.exited).toBe(0);
     expect(isAlive(state.pids.dynamodb)).toBe(false);
@@ -187,6 +225,8 @@ describe('npm start', () => {
     await waitFor(second, 'Ctrl-C stops everything', 150_000);
     const state2 = JSON.parse(readFileSync(join(home, '.sluice', 'local.json'), 'utf8')) as StateFile;
     dynamoPids.push(state2.pids.dynamodb);
+    await expectLoopbackOnly(Number(new URL(state2.endpoint).port));
+    expectOwnerOnly(home);
     expect(second.output()).toContain(`key create --workspace ${String(seed.workspaceId)}`);
     expect(second.output()).not.toMatch(/API key\s+slc_/);
     // The admin token is created once and kept.

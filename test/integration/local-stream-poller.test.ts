@@ -158,6 +158,33 @@ describe('stream poller against DynamoDB Local', () => {
     expect(seen).toEqual(['bg1']);
   });
 
+  it('resumes after the checkpoints an earlier poller returned, and skips nothing after them', async () => {
+    const seen: string[] = [];
+    const handler = async (event: DynamoDBStreamEvent): Promise<void> => {
+      for (const r of event.Records) seen.push(r.dynamodb?.NewImage?.requestId?.S ?? '?');
+    };
+    const first = await startStreamPoller({ endpoint: t.endpoint, tableName: tableName(t.prefix, 'usage'), autoStart: false, handler });
+    await put(usageRow('w1', 'c1', 1));
+    await put(usageRow('w1', 'c2', 1));
+    await first.drain();
+    const checkpoints = first.checkpoints();
+    await first.stop();
+    expect(Object.values(checkpoints)).toHaveLength(1);
+
+    await put(usageRow('w1', 'c3', 1));
+    poller = await startStreamPoller({
+      endpoint: t.endpoint,
+      tableName: tableName(t.prefix, 'usage'),
+      autoStart: false,
+      resumeAfter: checkpoints,
+      discoverEveryMs: 60_000,
+      handler,
+    });
+    await poller.drain();
+    expect(seen).toEqual(['c1', 'c2', 'c3']);
+    expect(poller.checkpoints()).not.toEqual(checkpoints);
+  });
+
   it('refuses a table without a stream', async () => {
     await expect(
       startStreamPoller({ endpoint: t.endpoint, tableName: tableName(t.prefix, 'keys'), handler: async () => undefined }),

@@ -20,11 +20,11 @@ let tables: TestTables;
 let ledger: DynamoLedger;
 let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+const ledgerTables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
-  ledger = new DynamoLedger(tables.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+  ledger = new DynamoLedger(tables.doc, { ledger: t('ledger'), usage: t('usage') });
   admin = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
 });
 

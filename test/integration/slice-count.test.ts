@@ -30,7 +30,7 @@ let tables: TestTables;
 let wire: DynamoWire;
 let admin: AdminContext;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(tables.prefix, name);
-const ledgerTables = (): { ledger: string; holds: string; usage: string } => ({ ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+const ledgerTables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
 beforeAll(async () => {
   tables = await testTables();
@@ -155,8 +155,10 @@ describe('automatic shrinking (the ledger\'s hook)', () => {
     expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
     expect(b.heldMicros).toBe(0);
     expect(b.slices).toBe(8);
-    // Every hold settled: none is left in the holds table.
-    const left = await tables.doc.send(new ScanCommand({ TableName: t('holds'), FilterExpression: 'workspaceId = :ws', ExpressionAttributeValues: { ':ws': ws }, ConsistentRead: true }));
+    // Every hold settled: no request's row is left open.
+    const left = await tables.doc.send(
+      new ScanCommand({ TableName: t('usage'), FilterExpression: 'workspaceId = :ws AND #state = :open', ExpressionAttributeNames: { '#state': 'state' }, ExpressionAttributeValues: { ':ws': ws, ':open': 'open' }, ConsistentRead: true }),
+    );
     expect(left.Items ?? []).toEqual([]);
     // What the settlements charged is what was spent, to the unit (the credit covers every charge above its hold).
     expect(b.spentMicros).toBe(chargedMicros);

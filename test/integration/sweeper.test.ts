@@ -1,18 +1,22 @@
 /**
  * The hold sweeper against DynamoDB Local: holds admitted through the real ledger, some expired,
  * swept, and the ledger checked item by item; plus a request really killed mid-flight (a child
- * process that admits and exits before settling).
+ * process that admits and exits before settling). A hold is a request's row in the usage table
+ * while it is open (`lambdas/store/request-rows.ts`).
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { DynamoLedger } from '../../lambdas/adapters/dynamo-ledger';
 import { sweep, sweptChargeMicros, type SweepDeps } from '../../lambdas/sweeper/sweep';
 import type { HoldRecord, UsageRecord } from '../../lambdas/shared/records';
-import { tableName } from '../../lambdas/shared/schema';
+import { OPEN_BY_EXPIRY, tableName } from '../../lambdas/shared/schema';
 import { testTables, type TestTables } from '../support/dynamo';
-import { windowKey } from '../../lambdas/store/keys';
+import { expiryShard, windowKey } from '../../lambdas/store/keys';
 import { usageRows as readUsageRows } from '../../lambdas/store/balance';
+import { holdKey, pendingChargeUpdate } from '../../lambdas/store/request-rows';
+import { requestIdDigits, requestIdTime } from '../../lambdas/core/request-id';
 
 const REPO = path.resolve(__dirname, '../..');
 const CREDIT = 1_000_000_000; // 1000 minor units
@@ -20,14 +24,14 @@ const MINUTE = 60_000;
 
 let db: TestTables;
 let ledger: DynamoLedger;
-let t: (name: 'ledger' | 'holds' | 'usage') => string;
+let t: (name: 'ledger' | 'usage') => string;
 
 /** Fresh tables for every test: the sweeper reads every open hold, so tests must not share them. */
 function useFreshTables(): void {
   beforeEach(async () => {
     db = await testTables();
     t = (name) => tableName(db.prefix, name);
-    ledger = new DynamoLedger(db.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage') });
+    ledger = new DynamoLedger(db.doc, { ledger: t('ledger'), usage: t('usage') });
   });
   afterEach(() => db.client.destroy());
 }
@@ -74,14 +78,20 @@ async function balance(workspaceId: string): Promise<Record<string, number>> {
   return { available: item.availableMicros, held: item.heldMicros, spent: item.spentMicros, credited: item.creditedMicros };
 }
 
+/** A window's figures: a key's or member's window item, or the slice's share of the workspace month (on the slice item since issue 21). */
 async function ledgerItem(workspaceId: string, sk: string): Promise<Record<string, unknown> | undefined> {
+  if (sk.startsWith('MONTH#')) {
+    const month = (await ledger.readSlices(workspaceId)).slices[0]?.month;
+    return month?.exists === true ? { heldMicros: month.heldMicros, settledMicros: month.settledMicros, usedMicros: month.usedMicros } : undefined;
+  }
   const got = await db.doc.send(new GetCommand({ TableName: t('ledger'), Key: windowKey(workspaceId, 0, sk), ConsistentRead: true }));
   return got.Item;
 }
 
-async function holdExists(holdId: string): Promise<boolean> {
-  const got = await db.doc.send(new GetCommand({ TableName: t('holds'), Key: { holdId }, ConsistentRead: true }));
-  return got.Item !== undefined;
+/** Whether a hold is still open: the request's row, by its workspace, id and start. */
+async function holdExists(workspaceId: string, holdId: string, startedAt: number): Promise<boolean> {
+  const got = await db.doc.send(new GetCommand({ TableName: t('usage'), Key: holdKey({ workspaceId, holdId, createdAt: startedAt }), ConsistentRead: true }));
+  return got.Item?.state === 'open';
 }
 
 async function usageRows(workspaceId: string): Promise<UsageRecord[]> {
@@ -89,7 +99,7 @@ async function usageRows(workspaceId: string): Promise<UsageRecord[]> {
 }
 
 function deps(lines: string[]): SweepDeps {
-  return { doc: db.doc, holdsTable: t('holds'), ledger, stage: 'test', writeLine: (line) => lines.push(line) };
+  return { doc: db.doc, usageTable: t('usage'), ledger, stage: 'test', writeLine: (line) => lines.push(line) };
 }
 
 function expectInvariant(b: Record<string, number>): void {
@@ -126,10 +136,8 @@ describe('sweep', () => {
     const over = await admit(ws, { holdId: 'req_over', amountMicros: 1_000_000, inputMicros: 200_000, now: admittedAt, expiresAt: expired });
     const byok = await admit(ws, { holdId: 'req_byok', amountMicros: 6_000_000, inputMicros: 600_000, now: admittedAt, expiresAt: expired, byok: true });
     // What the gateway writes when its own settlement failed after computing the real charge.
-    for (const [holdId, micros] of [['req_pending', 2_500_000], ['req_over', 9_000_000]] as const) {
-      await db.doc.send(
-        new UpdateCommand({ TableName: t('holds'), Key: { holdId }, UpdateExpression: 'SET pendingChargeMicros = :p', ExpressionAttributeValues: { ':p': micros } }),
-      );
+    for (const [hold, micros] of [[pending, 2_500_000], [over, 9_000_000]] as const) {
+      await db.doc.send(new UpdateCommand(pendingChargeUpdate(t('usage'), hold, micros)));
     }
     const before = await balance(ws);
     expect(before.held).toBe(5_000_000 + 3_000_000 + 2_000_000 + 4_000_000 + 1_000_000);
@@ -142,8 +150,8 @@ describe('sweep', () => {
     const charged = Object.values(charges).reduce((x, y) => x + y, 0);
     expect(result).toEqual({ swept: 5, failed: 0, deferred: 0, outstanding: 1, chargedMicros: charged });
 
-    for (const h of [a, b, pending, over, byok]) expect(await holdExists(h.holdId)).toBe(false);
-    expect(await holdExists(live.holdId)).toBe(true);
+    for (const h of [a, b, pending, over, byok]) expect(await holdExists(ws, h.holdId, h.createdAt)).toBe(false);
+    expect(await holdExists(ws, live.holdId, live.createdAt)).toBe(true);
 
     const after = await balance(ws);
     expect(after).toEqual({ available: CREDIT - live.amountMicros - charged, held: live.amountMicros, spent: charged, credited: CREDIT });
@@ -190,6 +198,42 @@ describe('sweep', () => {
     const end = await balance(ws);
     expect(end).toEqual({ available: CREDIT - charged - live.inputMicros, held: 0, spent: charged + live.inputMicros, credited: CREDIT });
     expectInvariant(end);
+  });
+
+  it('finds open holds through the sparse index of requests\' rows: only open rows are in it, and a hold grown before its request died is swept whole', async () => {
+    const ws = 'ws_index';
+    await createBalance(ws);
+    const t0 = Date.now();
+    const limits = { keyWindow: 'monthly' as const, spendRateCapMicros: 1e15, keyRatePerMinute: 1e6 };
+    const inIndex = async (hold: HoldRecord): Promise<boolean> => {
+      const out = await db.doc.send(
+        new QueryCommand({ TableName: t('usage'), IndexName: OPEN_BY_EXPIRY, KeyConditionExpression: 'expiryShard = :s', ExpressionAttributeValues: { ':s': expiryShard(hold.holdId) } }),
+      );
+      return (out.Items ?? []).some((e) => e.sk === holdKey(hold).sk);
+    };
+    // A stream whose hold grew (1 -> 2 minor units) and whose function then died.
+    const grown = await admit(ws, { holdId: 'req_grown', amountMicros: 1_000_000, inputMicros: 1_500_000, now: t0 - 10 * MINUTE, expiresAt: t0 - 1 });
+    expect(await ledger.extend(grown, 1_000_000, limits, t0 - 9 * MINUTE)).toBe(true);
+    // A request that settled: its row is a usage row, no longer in the index.
+    const done = await admit(ws, { holdId: 'req_done', amountMicros: 1_000_000, inputMicros: 100_000, now: t0 - 10 * MINUTE, expiresAt: t0 - 1 });
+    await ledger.settle(done, { counts: undefined, chargeMicros: 200_000, stream: false, status: 200, outcome: 'ok', attempts: 1, now: t0 - 9 * MINUTE });
+    expect(await inIndex(grown)).toBe(true);
+    expect(await inIndex(done)).toBe(false);
+    expect((await balance(ws)).held).toBe(2_000_000);
+
+    const result = await sweep(deps([]), t0);
+    expect(result).toMatchObject({ swept: 1, failed: 0, outstanding: 0, chargedMicros: 1_500_000 });
+    expect(await inIndex(grown)).toBe(false);
+    // The whole grown hold came back, less the prompt bound the dead request is charged.
+    const after = await balance(ws);
+    expect(after).toEqual({ available: CREDIT - 200_000 - 1_500_000, held: 0, spent: 200_000 + 1_500_000, credited: CREDIT });
+    expectInvariant(after);
+    const rows = await usageRows(ws);
+    // (Both started at the same instant: their rows sort by id.)
+    expect(rows.map((r) => [r.requestId, r.outcome, r.chargeMicros, r.holdMicros])).toEqual([
+      ['req_done', 'ok', 200_000, 1_000_000],
+      ['req_grown', 'swept', 1_500_000, 2_000_000],
+    ]);
   });
 
   it('stops taking holds at its deadline and leaves the rest for the next tick', async () => {
@@ -242,7 +286,8 @@ describe('a request whose process is killed before settling', () => {
   it('leaves a hold that the sweeper settles once it expires', async () => {
     const ws = 'ws_killed';
     await createBalance(ws);
-    const holdId = `req_killed_${process.pid}`;
+    // A gateway's id: it carries the request's start, so the test finds the row from it.
+    const holdId = `req_${requestIdDigits(Date.now(), randomBytes(7).toString('hex'))}`;
     const child = spawn('npx', ['tsx', path.join(REPO, 'test/support/admit-then-die.ts')], {
       cwd: REPO,
       env: {
@@ -266,7 +311,8 @@ describe('a request whose process is killed before settling', () => {
     expect({ code, stdout, stderr }).toMatchObject({ code: 9, stdout: 'admitted\n' });
 
     // The dead request's hold is open and its money held.
-    expect(await holdExists(holdId)).toBe(true);
+    const startedAt = requestIdTime(holdId) as number;
+    expect(await holdExists(ws, holdId, startedAt)).toBe(true);
     expect(await balance(ws)).toMatchObject({ held: 8_000_000, available: CREDIT - 8_000_000 });
     // Before it expires, the sweeper leaves it alone (it might still be running).
     expect((await sweep(deps([]), Date.now() - 5_000)).swept).toBe(0);
@@ -274,7 +320,7 @@ describe('a request whose process is killed before settling', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     const result = await sweep(deps([]), Date.now());
     expect(result.swept).toBe(1);
-    expect(await holdExists(holdId)).toBe(false);
+    expect(await holdExists(ws, holdId, startedAt)).toBe(false);
     const b = await balance(ws);
     expect(b).toEqual({ available: CREDIT - 1_500_000, held: 0, spent: 1_500_000, credited: CREDIT });
     expectInvariant(b);

@@ -32,7 +32,7 @@ const NOW = testDate(10, 23, 12, 0, 0, 500);
 const OPEN: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 1e15, keyRatePerMinute: 1e9 };
 
 async function usageRowAfterOneRequest(usageRetentionDays: number | undefined): Promise<Record<string, unknown>> {
-  const ledger = new DynamoLedger(tables.doc, { ledger: t('ledger'), holds: t('holds'), usage: t('usage'), ...(usageRetentionDays === undefined ? {} : { usageRetentionDays }) });
+  const ledger = new DynamoLedger(tables.doc, { ledger: t('ledger'), usage: t('usage'), ...(usageRetentionDays === undefined ? {} : { usageRetentionDays }) });
   const { workspaceId } = await createWorkspace(admin, { name: 'retention' });
   await addCredit(admin, { workspaceId, minor: 10 });
   const out = await ledger.admit({

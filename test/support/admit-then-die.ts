@@ -20,7 +20,7 @@ function need(name: string): string {
 async function main(): Promise<void> {
   const prefix = need('SLUICE_TABLE_PREFIX');
   const doc = DynamoDBDocumentClient.from(makeDynamoClient(need('SLUICE_DYNAMODB_ENDPOINT')), { marshallOptions: { removeUndefinedValues: true } });
-  const ledger = new DynamoLedger(doc, { ledger: tableName(prefix, 'ledger'), holds: tableName(prefix, 'holds'), usage: tableName(prefix, 'usage') });
+  const ledger = new DynamoLedger(doc, { ledger: tableName(prefix, 'ledger'), usage: tableName(prefix, 'usage') });
   const now = Date.now();
   const out = await ledger.admit({
     holdId: need('DIE_HOLD'),

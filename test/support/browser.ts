@@ -23,7 +23,7 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import * as path from 'node:path';
 import * as os from 'node:os';
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type CDPSession, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type CDPSession, type Locator, type Page } from 'playwright-core';
 
 /** Environment variable naming another Chromium executable than Debian's. */
 export const CHROMIUM_PATH_ENV = 'SLUICE_CHROMIUM_PATH';
@@ -242,15 +242,31 @@ export async function addVirtualAuthenticator(page: Page, options: VirtualAuthen
 // A screenshot's name is a file name of its own: no directory, no surprise extension.
 const SCREENSHOT_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
+/** Options of {@link screenshot}. */
+export interface ScreenshotOptions {
+  /**
+   * Parts of the page painted over in the picture, e.g. a raw key in its one-time panel: a
+   * picture the docs show never holds a secret, even a test's.
+   * @default none
+   */
+  readonly mask?: readonly Locator[];
+}
+
 /**
  * Saves a full-page PNG of `page` as `<dir>/<name>.png` (by default {@link SCREENSHOT_DIR}) and
  * returns its path. `name` is kebab-case, e.g. `console-keys`.
  */
-export async function screenshot(page: Page, name: string, dir: string = SCREENSHOT_DIR): Promise<string> {
+export async function screenshot(page: Page, name: string, dir: string = SCREENSHOT_DIR, options: ScreenshotOptions = {}): Promise<string> {
   if (!SCREENSHOT_NAME.test(name)) throw new Error(`screenshot name must be kebab-case, got ${JSON.stringify(name)}`);
   await mkdir(dir, { recursive: true });
   const file = path.join(dir, `${name}.png`);
   // No caret or animations: the same page gives the same picture, so a rerun changes no pixel it need not.
-  await page.screenshot({ path: file, fullPage: true, animations: 'disabled', caret: 'hide' });
+  await page.screenshot({
+    path: file,
+    fullPage: true,
+    animations: 'disabled',
+    caret: 'hide',
+    ...(options.mask === undefined ? {} : { mask: [...options.mask], maskColor: '#9ca3af' }),
+  });
   return file;
 }

@@ -25,7 +25,7 @@ export interface LedgerWorkspaces {
 export function ledgerWorkspaces(tables: () => TestTables): LedgerWorkspaces {
   const ledgerTables = (): LedgerTables => {
     const { prefix } = tables();
-    return { ledger: tableName(prefix, 'ledger'), holds: tableName(prefix, 'holds'), usage: tableName(prefix, 'usage') };
+    return { ledger: tableName(prefix, 'ledger'), usage: tableName(prefix, 'usage') };
   };
   return {
     ledgerTables,

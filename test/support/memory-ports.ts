@@ -93,8 +93,6 @@ export class MemoryLedger implements Ledger {
       byok: r.byok,
       createdAt: r.now,
       expiresAt: r.expiresAt,
-      expiryShard: 'X0',
-      ttl: 0,
     };
     this.open.set(hold.holdId, hold);
     return Promise.resolve({ admitted: true, hold });

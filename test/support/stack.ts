@@ -66,7 +66,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const tables = await testTables(options.dynamoEndpoint);
   const sim = await startSimulator();
   const secretsDir = mkdtempSync(path.join(tmpdir(), 'sluice-secrets-'));
-  const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local' };
+  // The gateway below caches nothing (SLUICE_CACHE_TTL_MS 0), so a limit's arming need not wait for caches.
+  const admin: AdminContext = { doc: tables.doc, tablePrefix: tables.prefix, stage: 'local', cacheTtlMs: Number(options.env?.SLUICE_CACHE_TTL_MS ?? 0) };
   await importCatalog(admin, {});
   const seed = async (creditMinor: number): Promise<{ workspaceId: string; ownerMemberId: string; rawKey: string; keyId: string }> => {
     const ws = await createWorkspace(admin, { name: 'test' });
@@ -116,8 +117,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     async settled(workspaceId = first.workspaceId, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const out = await tables.doc.send(new ScanCommand({ TableName: t('holds'), ConsistentRead: true }));
-        const open = (out.Items ?? []).filter((h) => h.workspaceId === workspaceId);
+        // Open holds are requests' rows still open.
+        const out = await tables.doc.send(new ScanCommand({ TableName: t('usage'), ConsistentRead: true }));
+        const open = (out.Items ?? []).filter((h) => h.workspaceId === workspaceId && h.state === 'open');
         if (open.length === 0) return;
         if (Date.now() > deadline) throw new Error(`${open.length} holds still open after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 20));

@@ -1,6 +1,7 @@
 /** The aggregator's arithmetic: rows summed per totals item, and batches cut to fit a transaction. */
-import { chunkRows, ITEMS_PER_ROW, rollupShards, SPREAD_MIN_ROWS, sumRows, type UsageFacts } from '../../lambdas/aggregator/totals';
-import { ROLLUP_SHARDS } from '../../lambdas/store/rollups';
+import { chunkRows, ITEMS_PER_ROW, rollupShards, seenGroupOf, SPREAD_MIN_ROWS, sumRows, type UsageFacts } from '../../lambdas/aggregator/totals';
+import { usagePk } from '../../lambdas/store/keys';
+import { MAX_SEEN_PER_GROUP, ROLLUP_SHARDS, SEEN_GROUP_MS, compactId, seenGroupPk } from '../../lambdas/store/rollups';
 
 const AT = Date.UTC(2026, 10, 30, 23, 59); // the last minute of November, UTC
 
@@ -8,6 +9,8 @@ function facts(over: Partial<UsageFacts> = {}): UsageFacts {
   return {
     workspaceId: 'ws_a',
     requestId: 'r',
+    usagePk: 'ws_a#U0',
+    settledAt: AT,
     keyId: 'key_a',
     model: 'openai/gpt-x',
     outcome: 'ok',
@@ -59,19 +62,51 @@ describe('sumRows', () => {
 });
 
 describe('chunkRows', () => {
-  const rows = (n: number, make: (i: number) => Partial<UsageFacts>) => Array.from({ length: n }, (_, i) => ({ facts: facts({ requestId: `r${i}`, ...make(i) }) }));
-  const size = (chunk: readonly { facts: UsageFacts }[]): number => chunk.length + sumRows(chunk.map((r) => r.facts)).length;
+  // Each row in its own usage partition (as the store spreads them) unless `make` says otherwise.
+  const rows = (n: number, make: (i: number) => Partial<UsageFacts>) =>
+    Array.from({ length: n }, (_, i) => {
+      const over = make(i);
+      const ws = over.workspaceId ?? 'ws_a';
+      return { facts: facts({ requestId: `r${i}`, usagePk: usagePk(ws, `r${i}`), ...over }) };
+    });
+  // A transaction's items: one update per group of counted rows, one per distinct totals item.
+  const size = (chunk: readonly { facts: UsageFacts }[]): number => new Set(chunk.map((r) => seenGroupOf(r.facts))).size + sumRows(chunk.map((r) => r.facts)).length;
+  const inGroup = (chunk: readonly { facts: UsageFacts }[]): number => Math.max(0, ...[...new Set(chunk.map((r) => seenGroupOf(r.facts)))].map((g) => chunk.filter((r) => seenGroupOf(r.facts) === g).length));
 
   it.each([
-    ['one workspace, one key', rows(100, () => ({})), [94, 6]],
-    ['one workspace, five keys', rows(100, (i) => ({ keyId: `k${i % 5}` })), [86, 14]],
+    // 100 rows over a workspace's 32 usage partitions: at most 32 groups and 6 or 14 totals.
+    ['one workspace, one key', rows(100, () => ({})), [100]],
+    ['one workspace, five keys', rows(100, (i) => ({ keyId: `k${i % 5}` })), [100]],
+    // One group and six totals a row: 14 rows a transaction.
     ['a workspace per row', rows(30, (i) => ({ workspaceId: `ws${i}` })), [14, 14, 2]],
+    // Every row in one group: at most MAX_SEEN_PER_GROUP of them in one condition.
+    ['one usage partition and 20 s', rows(300, () => ({ usagePk: 'ws_a#U7' })), [MAX_SEEN_PER_GROUP, MAX_SEEN_PER_GROUP, 300 - 2 * MAX_SEEN_PER_GROUP]],
+    // Settled over a minute: three groups of that partition.
+    ['one usage partition over a minute', rows(90, (i) => ({ usagePk: 'ws_a#U7', settledAt: AT + i * 666 })), [90]],
     ['nothing', [], []],
   ] as const)('%s', (_name, input, lengths) => {
     const chunks = chunkRows(input);
     expect(chunks.map((c) => c.length)).toEqual(lengths);
     for (const c of chunks) expect(size(c)).toBeLessThanOrEqual(100);
+    for (const c of chunks) expect(inGroup(c)).toBeLessThanOrEqual(MAX_SEEN_PER_GROUP);
     expect(chunks.flat()).toEqual(input);
+  });
+});
+
+describe('groups of counted rows', () => {
+  it('a row goes in its usage partition\'s group of 20 s of settlement times', () => {
+    expect(seenGroupOf({ usagePk: 'ws_a#U3', settledAt: 40_000 })).toBe('SEEN#ws_a#U3#2');
+    expect(seenGroupOf({ usagePk: 'ws_a#U3', settledAt: 59_999 })).toBe(seenGroupPk('ws_a#U3', 40_000));
+    expect(seenGroupOf({ usagePk: 'ws_a#U3', settledAt: 60_000 })).not.toBe(seenGroupPk('ws_a#U3', 40_000));
+    expect(SEEN_GROUP_MS).toBe(20_000);
+  });
+
+  it.each([
+    ['a gateway id: its 12 bytes in 16 base64url characters', 'req_0192f1a2b3c4d5e6f708192a', 'AZLxorPE1eb3CBkq'],
+    ['any other id as it is', 'r1', 'r1'],
+    ['an id of another shape as it is', 'req_XYZ', 'req_XYZ'],
+  ])('compactId: %s', (_name, id, compact) => {
+    expect(compactId(id)).toBe(compact);
   });
 });
 

@@ -3,7 +3,29 @@
  * derived from the table schema, and the ceilings drawn from a run's writes.
  */
 import { ROLLUP_SHARDS, rollupPk } from '../../lambdas/store/rollups';
-import { ceilingOf, familyOfChoices, hottest, itemSize, keyPartitions, keyWrites, numberSize, partitionText, rollupFamilies, storeFamilies, valueSize, writeUnits, type ItemWrite, type KeyFamily, type KeyWrite, type WireItem } from '../../bench/store-map-model';
+import {
+  ceilingOf,
+  familyOfChoices,
+  hottest,
+  itemKind,
+  itemSize,
+  itemSizes,
+  keyPartitions,
+  keyWrites,
+  numberSize,
+  partitionText,
+  readUnits,
+  rollupFamilies,
+  rowsPerBatch,
+  storeFamilies,
+  valueSize,
+  writeUnits,
+  type ItemWrite,
+  type KeyFamily,
+  type KeyWrite,
+  type StreamBatching,
+  type WireItem,
+} from '../../bench/store-map-model';
 import { EXPIRY_SHARDS, USAGE_SHARDS, expiryShard, keyPk, monthPk, slicePk, usagePk, windowKey } from '../../lambdas/store/keys';
 import type { TableSchema } from '../../lambdas/shared/schema';
 
@@ -53,51 +75,67 @@ describe('DynamoDB sizes', () => {
 });
 
 describe('keyWrites: the table and its indexes, from the schema', () => {
+  // A table of open holds with an ALL index (the layout before requests' rows), and its keys-only twin.
   const holds: TableSchema = {
-    name: 'holds',
+    name: 'usage',
     partitionKey: { name: 'holdId', type: 'S' },
     indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
     stream: false,
   };
+  const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
   const ledger: TableSchema = { name: 'ledger', partitionKey: { name: 'pk', type: 'S' }, sortKey: { name: 'sk', type: 'S' }, indexes: [], stream: false };
   const key: WireItem = { holdId: { S: 'req_1' } };
   const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
   const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
   const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
-  const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'holds', transactional: true, key, workspaces: ['ws_a'], ...over });
+  const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'usage', transactional: true, key, workspaces: ['ws_a'], ...over });
   const brief = (ws: readonly KeyWrite[]): [string, number][] => ws.map((w) => [w.partition, w.units]);
 
   it.each<[string, ItemWrite, TableSchema, [string, number][]]>([
     ['a put of an open hold: the table (doubled) and the index entry (not)', write({ after: open('100') }), holds, [
-      ['holds holdId=req_1', 2],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
     ]],
     ['a delete of an open hold: the index entry goes too', write({ op: 'Delete', before: open('100') }), holds, [
-      ['holds holdId=req_1', 2],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
     ]],
     ['an update that keeps the index key: one index write', write({ op: 'Update', before: open('100'), after: { ...open('100'), extra: { N: '1' } } }), holds, [
-      ['holds holdId=req_1', 2],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
     ]],
     ['an update that moves the index key: a delete and a put', write({ op: 'Update', before: open('100'), after: open('200') }), holds, [
-      ['holds holdId=req_1', 2],
-      ['holds/byExpiry open=1', 1],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
+      ['usage/byExpiry open=1', 1],
     ]],
     ['an update that removes the index key: the entry is deleted', write({ op: 'Update', before: open('100'), after: closed }), holds, [
-      ['holds holdId=req_1', 2],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
     ]],
-    ['an item without the index key: no index write', write({ after: closed, transactional: false }), holds, [['holds holdId=req_1', 1]]],
+    ['an item without the index key: no index write', write({ after: closed, transactional: false }), holds, [['usage holdId=req_1', 1]]],
     ['a large item: units by KB, the larger of before and after', write({ op: 'Update', before: big, after: open('5') }), holds, [
-      ['holds holdId=req_1', 4],
-      ['holds/byExpiry open=1', 2],
+      ['usage holdId=req_1', 4],
+      ['usage/byExpiry open=1', 2],
     ]],
     ['a table without indexes', write({ table: 'ledger', op: 'Update', key: { pk: { S: 'WS#a' }, sk: { S: 'BALANCE' } }, after: { pk: { S: 'WS#a' }, sk: { S: 'BALANCE' } } }), ledger, [['ledger pk=WS#a', 2]]],
     ['units DynamoDB reported win over the computed ones', write({ after: open('1'), transactional: false, reportedUnits: 3 }), holds, [
-      ['holds holdId=req_1', 3],
-      ['holds/byExpiry open=1', 1],
+      ['usage holdId=req_1', 3],
+      ['usage/byExpiry open=1', 1],
+    ]],
+    // Keys only: the entry is the keys, written when the item gains, loses or moves its index key.
+    ['keys only: a put of an open hold writes its entry', write({ after: open('100') }), keysOnly, [
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
+    ]],
+    ['keys only: an update that keeps the index key writes no entry', write({ op: 'Update', before: open('100'), after: { ...open('100'), extra: { N: '1' } } }), keysOnly, [['usage holdId=req_1', 2]]],
+    ['keys only: an update that removes the index key deletes the entry', write({ op: 'Update', before: open('100'), after: closed }), keysOnly, [
+      ['usage holdId=req_1', 2],
+      ['usage/byExpiry open=1', 1],
+    ]],
+    ['keys only: a large item\'s entry is its keys, one unit', write({ op: 'Update', before: big, after: closed }), keysOnly, [
+      ['usage holdId=req_1', 4],
+      ['usage/byExpiry open=1', 1],
     ]],
   ])('%s', (_name, w, schema, expected) => {
     expect(brief(keyWrites(w, schema))).toEqual(expected);
@@ -204,7 +242,7 @@ describe('storeFamilies: from the store\'s own key functions and shard counts', 
   const holding = (partition: string): KeyFamily | undefined => families.find((f) => f.partitions.includes(partition));
 
   it.each([
-    ['the expiry index shard of a hold', partitionText('holds/byExpiryShard', 'expiryShard', expiryShard('h_123')), EXPIRY_SHARDS],
+    ['the expiry index shard of an open request', partitionText('usage/byExpiryShard', 'expiryShard', expiryShard('h_123')), EXPIRY_SHARDS],
     ['a usage partition of a one-slice workspace', partitionText('usage', 'pk', usagePk('ws_one', 'r_1')), USAGE_SHARDS],
     ['a usage partition of a sliced workspace', partitionText('usage', 'pk', usagePk('ws_many', 'r_2')), USAGE_SHARDS],
     ['slice 0 of a sliced workspace (its historical key)', partitionText('ledger', 'pk', slicePk('ws_many', 0)), 48],
@@ -224,8 +262,8 @@ describe('storeFamilies: from the store\'s own key functions and shard counts', 
   });
 
   it('the expiry index family is the one the schema names', () => {
-    expect(families[0]?.name).toBe(`holds/byExpiryShard expiryShard=X<0..${EXPIRY_SHARDS - 1}>`);
-    expect(families[0]?.partitions[0]).toBe('holds/byExpiryShard expiryShard=X0');
+    expect(families[0]?.name).toBe(`usage/byExpiryShard expiryShard=X<0..${EXPIRY_SHARDS - 1}>`);
+    expect(families[0]?.partitions[0]).toBe('usage/byExpiryShard expiryShard=X0');
   });
 });
 
@@ -293,5 +331,61 @@ describe('rollupFamilies: a hot workspace\'s rollup shards, from the store\'s ow
     const [top] = hottest(writes, 16 * 50, 'partition', false, families);
     expect(top?.shards).toBe(ROLLUP_SHARDS);
     expect(top?.unitsPerRequest).toBeCloseTo(0.28 / ROLLUP_SHARDS, 12);
+  });
+});
+
+describe('read units', () => {
+  it.each<[number, 'eventual' | 'strong' | 'transactional', number]>([
+    [0, 'eventual', 0.5],
+    [0, 'strong', 1],
+    [4096, 'strong', 1],
+    [4097, 'strong', 2],
+    [9000, 'eventual', 1.5],
+    [100, 'transactional', 2],
+    [8193, 'transactional', 6],
+  ])('%i bytes, %s: %d units', (bytes, kind, units) => {
+    expect(readUnits(bytes, kind)).toBe(units);
+  });
+});
+
+describe('rowsPerBatch: the aggregator\'s batches, from the mapping and the traffic', () => {
+  const today: StreamBatching = { batchSize: 100, windowSeconds: 0, recordsPerRequest: 1, rowsPerRequest: 1, shards: 4 };
+  const windowed: StreamBatching = { batchSize: 1000, windowSeconds: 30, recordsPerRequest: 2, rowsPerRequest: 1, shards: 4 };
+  it.each<[string, StreamBatching, number, number]>([
+    // No window: a poll's worth, four polls a second per shard.
+    ['no window, 10 req/s: a row at a time', today, 10, 1],
+    ['no window, 100 req/s', today, 100, 6],
+    ['no window, 1,000 req/s', today, 1000, 63],
+    ['no window, 100,000 req/s: the batch size binds', today, 100_000, 100],
+    // A 30 s window gathers 30 s of a shard's records, up to the batch size counted before the filter.
+    ['a window, 10 req/s', windowed, 10, 75],
+    ['a window, 100 req/s: the batch size binds (records, half of them rows)', windowed, 100, 500],
+    ['a window, 1,000 req/s', windowed, 1000, 500],
+  ])('%s', (_name, b, rps, rows) => {
+    expect(rowsPerBatch(rps, b)).toBe(rows);
+  });
+});
+
+describe('itemSizes: what a load wrote, by kind of item', () => {
+  const ledger = { sortKey: { name: 'sk', type: 'S' as const } };
+  const w = (sk: string, bytes: number): ItemWrite => ({
+    source: 'gateway',
+    op: 'Update',
+    table: 'ledger',
+    transactional: true,
+    key: { pk: { S: 'WS#a' }, sk: { S: sk } },
+    after: { pad: { S: 'x'.repeat(bytes - 3) } },
+    workspaces: ['a'],
+  });
+  it('names a kind by its table and the head of its sort key', () => {
+    expect(itemKind(w('BALANCE', 10), ledger)).toBe('ledger BALANCE');
+    expect(itemKind(w('MONTH#2027-02', 10), ledger)).toBe('ledger MONTH');
+    expect(itemKind(w('2027-02-13T10:00:00.000Z#req_1', 10), ledger)).toBe('ledger <time>');
+    expect(itemKind({ table: 'holds', key: { holdId: { S: 'h' } } }, {})).toBe('holds');
+  });
+  it('gives the largest, the mean and the writes over 1 KB, largest kind first', () => {
+    const sizes = itemSizes([w('BALANCE', 900), w('BALANCE', 1100), w('MONTH#2027-02', 200)], () => ledger);
+    expect(Object.keys(sizes)).toEqual(['ledger BALANCE', 'ledger MONTH']);
+    expect(sizes['ledger BALANCE']).toEqual({ writes: 2, maxBytes: 1100, meanBytes: 1000, overOneKb: 1, units: 2 + 4 });
   });
 });

@@ -4,6 +4,8 @@
  * units become the catalog's integers (thousandths of a minor unit per million tokens).
  */
 import { authOf, modelFromInput, providerFromInput } from '../../lambdas/catalog/added';
+import { baseUrlProblem, withoutCredentials } from '../../lambdas/catalog/base-url';
+import { catalogItemToProvider, providerToItem } from '../../lambdas/catalog/items';
 import { CatalogValidationError } from '../../lambdas/catalog/errors';
 import { formatRate, parseRate, parseTokens, RateFormatError } from '../../cli/rates';
 
@@ -90,14 +92,76 @@ describe('a provider from an operator', () => {
   });
 
   test.each([
-    ['a bad URL', { name: 'x', baseUrl: 'not a url' }, /baseUrl must be an absolute URL/],
-    ['a URL that is not http', { name: 'x', baseUrl: 'ftp://host/v1' }, /baseUrl must be http or https/],
+    ['a bad URL', { name: 'x', baseUrl: 'not a url' }, /baseUrl must be http\(s\):\/\/host\[:port\]\/path, with no spaces/],
+    ['a URL that is not http', { name: 'x', baseUrl: 'ftp://host/v1' }, /baseUrl must be http\(s\):\/\/host\[:port\]\/path: the scheme is "ftp", not http or https/],
+    ['a URL with a password', { name: 'x', baseUrl: 'https://user:pa55@host/v1' }, /baseUrl must not carry a user name or password/],
     ['a URL with a query', { name: 'x', baseUrl: 'https://host/v1?key=1' }, /no query/],
     ['a reserved name', { name: 'profile', baseUrl: 'https://host/v1' }, /name must be/],
     ['an upper-case name', { name: 'Azure', baseUrl: 'https://host/v1' }, /name must be/],
     ['an unknown family', { name: 'x', baseUrl: 'https://host/v1', families: ['embeddings'] }, /families holds "embeddings"/],
   ] as const)('refuses %s', (_name, input, message) => {
     expect(() => providerFromInput(input)).toThrow(message);
+  });
+});
+
+describe("a provider's base URL: http(s)://host[:port]/path, the wrong part named", () => {
+  test.each([
+    'https://api.openai.com/v1',
+    'http://10.0.0.5:8000/v1',
+    'HTTPS://Example.COM/openai/v1',
+    'http://localhost:11434',
+    'http://vllm_worker-1:8000/v1',
+    'http://[::1]:8000/v1',
+    'https://my-resource.openai.azure.com/openai/v1',
+    'https://host/a%20b/v1',
+    'https://host/v1/',
+  ])('accepts %s', (url) => {
+    expect(baseUrlProblem(url)).toBeUndefined();
+  });
+
+  // Each refusal names the part at fault; none repeats a credential, a query or a fragment.
+  test.each([
+    ['user and password', 'https://alice:s3cret@api.example.com/v1', /^must not carry a user name or password \(user:password@ before the host\)/],
+    ['a user alone', 'https://alice@api.example.com/v1', /^must not carry a user name or password/],
+    ['an empty user', 'https://@api.example.com/v1', /^must not carry a user name or password/],
+    ['a password after a path-like user', 'https://a:b@c@host/v1', /^must not carry a user name or password/],
+    ['no scheme', 'api.example.com/v1', /^must be http\(s\):\/\/host\[:port\]\/path: it does not begin with http:\/\/ or https:\/\//],
+    ['another scheme', 'ftp://host/v1', /: the scheme is "ftp", not http or https$/],
+    ['no // after the scheme', 'https:host/v1', /: \/\/ is missing after https:$/],
+    ['one slash after the scheme', 'https:/host/v1', /: \/\/ is missing after https:$/],
+    ['no host', 'https:///v1', /: the host is missing$/],
+    ['a host with a bad character', 'https://ho!st/v1', /: the host "ho!st" is not a host name/],
+    ['an empty label', 'https://host..com/v1', /: the host "host..com" is not a host name/],
+    ['a port out of range', 'https://host:99999/v1', /: the port "99999" is not a number from 1 to 65535$/],
+    ['port 0', 'https://host:0/v1', /: the port "0" is not a number from 1 to 65535$/],
+    ['a port that is not a number', 'https://host:http/v1', /: the port "http" is not a number/],
+    ['an empty port', 'https://host:/v1', /: the port "" is not a number/],
+    ['a query', 'https://host/v1?api-key=s3cret', /^must carry no query \(\?…\)/],
+    ['a fragment', 'https://host/v1#s3cret', /^must carry no fragment \(#…\)/],
+    ['a backslash', 'https://host\\v1', /: the path holds a backslash$/],
+    ['a space', 'https://host/v 1', /with no spaces, tabs, line breaks or control characters$/],
+    ['a tab inside the host', 'https://ho\tst/v1', /with no spaces, tabs, line breaks or control characters$/],
+    ['a line break', 'https://host/v1\n', /with no spaces, tabs, line breaks or control characters$/],
+    ['a dot-dot segment', 'https://host/a/../v1', /: the path has a \. or \.\. segment$/],
+    ['an encoded dot-dot segment', 'https://host/a/%2E%2e/v1', /: the path has a \. or \.\. segment$/],
+    ['a character a path cannot hold', 'https://host/v1/<x>', /: the path holds a character a URL path cannot/],
+  ])('refuses %s', (_what, url, message) => {
+    const problem = baseUrlProblem(url);
+    expect(problem).toMatch(message);
+    expect(problem).not.toContain('s3cret');
+    expect(problem).not.toContain('alice');
+  });
+
+  test('a provider added with a credential in its URL is refused before anything is built from it', () => {
+    expect(() => providerFromInput({ name: 'x', baseUrl: 'https://alice:s3cret@host/v1' })).toThrow(CatalogValidationError);
+    expect(() => providerFromInput({ name: 'x', baseUrl: 'https://alice:s3cret@host/v1' })).not.toThrow(/s3cret/);
+  });
+
+  test('an entry stored before the rule is still read (the catalog stays readable), and is listed without its credential', () => {
+    const stored = providerToItem({ ...providerFromInput({ name: 'old', baseUrl: 'https://host/v1' }), baseUrl: 'https://alice:s3cret@host/v1' });
+    expect(catalogItemToProvider({ ...stored }).baseUrl).toBe('https://alice:s3cret@host/v1');
+    expect(withoutCredentials('https://alice:s3cret@host/v1')).toBe('https://***@host/v1');
+    expect(withoutCredentials('https://host/v1')).toBe('https://host/v1');
   });
 });
 

@@ -9,6 +9,8 @@ import { minorFromMajor } from '../../lambdas/console/client/money';
 import { CONSOLE_ENV, loadConsoleConfig } from '../../lambdas/console/env';
 import { SESSION_COOKIE, clearedSessionCookie, cookieValue, sessionCookie } from '../../lambdas/console/http';
 import { esc, jsonBlock } from '../../lambdas/console/layout';
+import { notYetCounted } from '../../lambdas/console/page-data';
+import { principalName } from '../../lambdas/console/pages';
 import { forbiddenReason } from '../../lambdas/console/session-api';
 import type { ConsoleSession } from '../../lambdas/console/ports';
 import { ROUTES } from '../../lambdas/admin/routes';
@@ -166,5 +168,36 @@ describe('eventToConsoleRequest (the Function URL event)', () => {
       body: '{"x":1}',
       requestId: 'req_1',
     });
+  });
+});
+
+describe('notYetCounted (what the recent requests show that the daily totals do not hold yet)', () => {
+  const day = '2026-03-02';
+  const at = (iso: string, chargeMicros: number): { startedAt: number; chargeMicros: number } => ({ startedAt: Date.parse(iso), chargeMicros });
+  it.each<[string, { startedAt: number; chargeMicros: number }[], { requests: number; chargeMicros: number } | undefined, { requests: number; chargeMicros: number }]>([
+    ['nothing at all', [], undefined, { requests: 0, chargeMicros: 0 }],
+    ['a request, no rollup for today yet', [at('2026-03-02T10:00:00Z', 560)], undefined, { requests: 1, chargeMicros: 560 }],
+    ['a request the rollup already holds', [at('2026-03-02T10:00:00Z', 560)], { requests: 1, chargeMicros: 560 }, { requests: 0, chargeMicros: 0 }],
+    ['two of three counted', [at('2026-03-02T10:00:02Z', 7), at('2026-03-02T10:00:01Z', 5), at('2026-03-02T10:00:00Z', 3)], { requests: 2, chargeMicros: 8 }, { requests: 1, chargeMicros: 7 }],
+    ['yesterday’s requests are not today’s', [at('2026-03-01T23:59:59Z', 9)], undefined, { requests: 0, chargeMicros: 0 }],
+    // The recent list may not reach back over the whole day: never below zero.
+    ['a rollup holding more than the recent list', [at('2026-03-02T10:00:00Z', 5)], { requests: 40, chargeMicros: 900 }, { requests: 0, chargeMicros: 0 }],
+  ])('%s', (_name, recent, today, expected) => {
+    expect(notYetCounted(recent, today, day)).toEqual(expected);
+  });
+});
+
+describe('principalName (who ended a key, for the people of the workspace)', () => {
+  const emails: Record<string, string> = { mem_aa: 'owner@example.com' };
+  it.each<[string | null, string]>([
+    ['console:ws_1/mem_aa', 'owner@example.com'],
+    ['console:ws_1/mem_bb', 'a former member (mem_bb)'],
+    ['console:ws_2/mem_aa', 'someone outside this workspace'],
+    ['local', 'an operator (sluice CLI)'],
+    // An operator's IAM identity is not the workspace's business.
+    ['arn:aws:iam::123456789012:user/ops', 'an operator (sluice CLI)'],
+    [null, 'not recorded'],
+  ])('%j → %s', (principal, name) => {
+    expect(principalName(principal, 'ws_1', (id) => emails[id])).toBe(name);
   });
 });

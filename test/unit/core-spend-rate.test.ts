@@ -1,5 +1,25 @@
 /** The spend rate cap's per-second buckets over a rolling 60 seconds. */
-import { RATE_SLOTS, SPEND_WINDOW_MS, bucketExpiry, bucketOf, partitionBuckets, slotOf, slotsAfterPrune, slotsAfterReservation, spendRetryAfterSeconds, type RateSlot } from '../../lambdas/core/spend-rate';
+import {
+  LAP_SKEW,
+  RATE_SLOTS,
+  SLOT_LAPS,
+  SLOT_SPAN,
+  SPEND_WINDOW_MS,
+  bucketExpiry,
+  bucketOf,
+  guardAdmits,
+  guardRange,
+  lapFloor,
+  lapOf,
+  partitionBuckets,
+  slotEntry,
+  slotOf,
+  slotValue,
+  slotsAfterPrune,
+  slotsAfterReservation,
+  spendRetryAfterSeconds,
+  type RateSlot,
+} from '../../lambdas/core/spend-rate';
 
 const S = 1_790_000_000; // an epoch second
 const at = (second: number, ms = 0): number => second * 1000 + ms;
@@ -107,5 +127,52 @@ describe('slots as this process leaves them after its own writes', () => {
   test('a slot pruned and then reserved in holds only the new second', () => {
     const after = slotsAfterReservation(slotsAfterPrune(known, [slot(S, 100)]), S + RATE_SLOTS, 5);
     expect(after.filter((s) => s.slot === slotOf(S))).toEqual([slot(S + RATE_SLOTS, 5)]);
+  });
+});
+
+describe('a slot in one number: its lap and its amount', () => {
+  const guard = lapOf(S);
+
+  test.each<[string, number, number]>([
+    ['this second, a small amount', S, 1],
+    ['this second, the most a slot holds', S, SLOT_SPAN - 1],
+    ['a second LAP_SKEW laps behind the guard', S - LAP_SKEW * RATE_SLOTS, 123_456_789],
+    ['the last lap the guard tells apart', (guard - LAP_SKEW + SLOT_LAPS - 1) * RATE_SLOTS + 7, 42],
+  ])('reads back exactly: %s', (_l, second, micros) => {
+    const value = slotValue(second, micros);
+    expect(Number.isSafeInteger(value)).toBe(true);
+    expect(slotEntry(slotOf(second), value, guard)).toEqual({ slot: slotOf(second), second, micros });
+  });
+
+  test('every value stays an exact JavaScript integer (below 2^53)', () => {
+    expect((SLOT_LAPS - 1) * SLOT_SPAN + (SLOT_SPAN - 1)).toBeLessThanOrEqual(Number.MAX_SAFE_INTEGER);
+  });
+
+  test("a lap's values are one range, so a condition can ask for it (BETWEEN floor AND floor + SLOT_SPAN - 1 - amount)", () => {
+    const floor = lapFloor(S);
+    for (const second of [S, S + 1, S + RATE_SLOTS - 1 - (S % RATE_SLOTS)]) expect(lapFloor(second)).toBe(floor);
+    expect(slotValue(S, 500)).toBe(floor + 500);
+    // The next lap's values are outside it, the same slot's previous lap's too.
+    expect(lapFloor(S + RATE_SLOTS)).not.toBe(floor);
+    expect(slotValue(S - RATE_SLOTS, 500) < floor || slotValue(S - RATE_SLOTS, 500) >= floor + SLOT_SPAN).toBe(true);
+  });
+
+  test('the same tag SLOT_LAPS laps apart is a different lap: the guard decides which', () => {
+    const later = S + SLOT_LAPS * RATE_SLOTS;
+    expect(slotValue(later, 9)).toBe(slotValue(S, 9));
+    expect(slotEntry(slotOf(S), slotValue(S, 9), lapOf(S)).second).toBe(S);
+    expect(slotEntry(slotOf(S), slotValue(S, 9), lapOf(later)).second).toBe(later);
+  });
+
+  test.each<[string, number | undefined, boolean]>([
+    ['no guard yet', undefined, true],
+    ['the guard at this lap', lapOf(S), true],
+    ['a guard LAP_SKEW laps ahead (a writer a little behind)', lapOf(S) + LAP_SKEW, true],
+    ['a guard further ahead (a clock far behind)', lapOf(S) + LAP_SKEW + 1, false],
+    ['the oldest guard still telling this lap apart', lapOf(S) - SLOT_LAPS + LAP_SKEW + 1, true],
+    ['a guard one lap older than that', lapOf(S) - SLOT_LAPS + LAP_SKEW, false],
+  ])('a reservation may be written under %s: %s', (_l, g, admits) => {
+    expect(guardAdmits(g, S)).toBe(admits);
+    if (g !== undefined) expect(g >= guardRange(S).low && g <= guardRange(S).high).toBe(admits);
   });
 });

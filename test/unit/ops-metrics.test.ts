@@ -58,7 +58,7 @@ describe('the sweeper reports its expired-holds backlog', () => {
     };
     return {
       doc: { send } as unknown as SweepDeps['doc'],
-      holdsTable: 'H',
+      usageTable: 'U',
       ledger: { settle: async () => true },
       stage: 'prod',
       writeLine: (l) => lines.push(l),

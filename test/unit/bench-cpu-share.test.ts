@@ -1,0 +1,85 @@
+/**
+ * The CPU share's pure parts (`bench/cpu-share.ts`): which memory sizes are measured, which targets
+ * an entry misses, the cheapest size that meets them all, the table; and the bench's switches for
+ * it and for the cost model (`bench/args.ts`).
+ */
+import { FULL, QUICK, parseArgs } from '../../bench/args';
+import { MB_PER_VCPU, PERIOD_US, cheapestMet, memorySizes, missedTargets, renderCpuShare, type CpuShareEntry } from '../../bench/cpu-share';
+
+const LIMITS = { addedP50Ms: 7, addedP99Ms: 20, ttfbAddedP50Ms: 7, ttfbAddedP99Ms: 20, gapAddedP99Ms: 1 };
+
+function entry(memoryMb: number, over: Partial<CpuShareEntry> = {}): CpuShareEntry {
+  const figures = { addedP50Ms: 5, addedP99Ms: 10, ttfbAddedP50Ms: 5, ttfbAddedP99Ms: 10, gapAddedP99Ms: 0.5, limits: LIMITS, ...over };
+  const missed = missedTargets(figures);
+  return {
+    memoryMb,
+    cpuShare: memoryMb / MB_PER_VCPU,
+    quotaUs: Math.round((PERIOD_US * memoryMb) / MB_PER_VCPU),
+    periodUs: PERIOD_US,
+    settleP50Ms: 3,
+    cpuPerRequestUs: 2_000,
+    peakRssMiB: 90,
+    throttledPeriodsPerRequest: 0,
+    throttledMsPerRequest: 0,
+    ...figures,
+    missed,
+    met: missed.length === 0,
+  };
+}
+
+describe('memorySizes', () => {
+  it('measures the planned sizes and every stage\'s own, once each, smallest first', () => {
+    expect(memorySizes([128], [512, 1024, 1024])).toEqual([128, 512, 1024]);
+    expect(memorySizes(FULL.cpuShare.memoryMb, [1536])).toEqual([128, 256, 512, 1024, 1536]);
+  });
+
+  it('a quick run measures 128 MB at least', () => {
+    expect(QUICK.cpuShare.memoryMb).toContain(128);
+    expect(QUICK.cpuShare.latencyIterations).toBeLessThan(FULL.cpuShare.latencyIterations);
+  });
+});
+
+describe('missedTargets', () => {
+  it.each([
+    ['nothing when every figure is at or under its limit', {}, []],
+    ['a figure on its limit is met', { addedP50Ms: 7, gapAddedP99Ms: 1 }, []],
+    ['the added latency at p50', { addedP50Ms: 7.01 }, ['added latency p50']],
+    ['the first byte at p99 and the gap', { ttfbAddedP99Ms: 21, gapAddedP99Ms: 18 }, ['added first byte p99', 'added chunk gap p99']],
+    ['a figure that could not be measured', { addedP99Ms: Number.NaN }, ['added latency p99']],
+  ])('%s', (_name, over, missed) => {
+    expect(missedTargets({ addedP50Ms: 5, addedP99Ms: 10, ttfbAddedP50Ms: 5, ttfbAddedP99Ms: 10, gapAddedP99Ms: 0.5, limits: LIMITS, ...over })).toEqual(missed);
+  });
+});
+
+describe('cheapestMet', () => {
+  it('is the smallest size that met every target, or null', () => {
+    expect(cheapestMet([entry(128, { gapAddedP99Ms: 18 }), entry(512), entry(256)])).toBe(256);
+    expect(cheapestMet([entry(128, { addedP50Ms: 60 })])).toBeNull();
+    expect(cheapestMet([])).toBeNull();
+  });
+});
+
+describe('renderCpuShare', () => {
+  it('prints each size with its limits, what it missed, and each stage against its own size', () => {
+    const text = renderCpuShare([entry(128, { gapAddedP99Ms: 18.5 }), entry(512)], [{ name: 'dev', memoryMb: 512 }, { name: 'prod', memoryMb: 1024 }]);
+    expect(text).toContain('128 MB (1447/20000 us)');
+    expect(text).toContain('MISSED: added chunk gap p99');
+    expect(text).toContain('cheapest memory measured that meets every target: 512 MB');
+    expect(text).toContain('dev deploys 512 MB: targets met');
+    expect(text).toContain('prod deploys 1024 MB: not measured');
+  });
+});
+
+describe('parseArgs', () => {
+  it.each([
+    [['--cpu-share-only'], { cpuShareOnly: true, noCpuShare: false, costOnly: false }],
+    [['--no-cpu-share', '--quick'], { cpuShareOnly: false, noCpuShare: true, quick: true }],
+    [['--cost-only'], { costOnly: true }],
+  ])('reads %j', (argv, expected) => {
+    expect(parseArgs(argv)).toMatchObject(expected);
+  });
+
+  it('refuses a switch it does not know, naming the ones it does', () => {
+    expect(() => parseArgs(['--cpu-share'])).toThrow(/--cpu-share-only, --no-cpu-share, --cost-only/);
+  });
+});
