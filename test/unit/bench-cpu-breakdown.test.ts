@@ -44,6 +44,22 @@ describe('profileByPart', () => {
     profile.nodes[0]?.children.push(6);
     expect(Object.fromEntries(profileByPart(profile))).toEqual({ 'store client: HTTP, retries, reply parse': 60, 'garbage collector (main thread)': 7 });
   });
+
+  it("leaves out the inspector's own call (stopping the profiler), however deep", () => {
+    const node = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url }, children });
+    const profile = {
+      nodes: [
+        node(1, '', [2, 5], '(root)'),
+        node(2, at('bench/cpu-breakdown.ts'), [3]),
+        node(3, 'node:inspector', [4], 'post'),
+        node(4, '', [], 'dispatch'),
+        node(5, at('lambdas/gateway/app.ts')),
+      ],
+      samples: [4, 4, 3, 5],
+      timeDeltas: [1500, 1500, 100, 40],
+    };
+    expect(Object.fromEntries(profileByPart(profile))).toEqual({ 'gateway phases and core': 40 });
+  });
 });
 
 describe('allocationsByPart', () => {
