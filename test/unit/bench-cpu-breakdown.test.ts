@@ -27,8 +27,9 @@ describe('partOf', () => {
 });
 
 describe('profileByPart', () => {
+  const node = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url }, children });
+
   it('sums each sample to its part, leaves idle out, and reads the stack through the parents', () => {
-    const node = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url }, children });
     const profile = {
       nodes: [
         node(1, '', [2, 5], '(root)'),
@@ -46,7 +47,6 @@ describe('profileByPart', () => {
   });
 
   it("leaves out the inspector's own call (stopping the profiler), however deep", () => {
-    const node = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url }, children });
     const profile = {
       nodes: [
         node(1, '', [2, 5], '(root)'),
