@@ -120,7 +120,8 @@ async function releaseAdmission(ctx: RequestContext, workspaceId: string): Promi
       return;
     } catch (err) {
       const wait = Math.min(RELEASE_PAUSE_MAX_MS, 100 * 2 ** attempt);
-      if (deps.clock() + wait >= until) {
+      // A RangeError is the request's own (an id without its start): trying again cannot help.
+      if (err instanceof RangeError || deps.clock() + wait >= until) {
         logFault(ctx.requestId, 'release', err);
         return;
       }
