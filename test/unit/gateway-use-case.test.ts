@@ -251,10 +251,19 @@ describe('faults are logged by kind before they become refusals', () => {
   test('an admission that failed without an answer is released, under the refused request id, before the 503 goes out', async () => {
     const mg = memoryGateway({ replies: () => completion() });
     mg.ledger.faults = { admit: new TypeError(SECRET) };
-    const sink = await mg.serve({ json: ask('local/sim-small') });
+    const sink = new CollectingSink();
+    // Whether the answer had begun when the ledger was asked to release.
+    const release = mg.ledger.release.bind(mg.ledger);
+    let answeredFirst: boolean | undefined;
+    mg.ledger.release = (w, id, now) => {
+      answeredFirst = sink.started;
+      return release(w, id, now);
+    };
+    await mg.serve({ json: ask('local/sim-small') }, sink);
     expect(sink.status).toBe(503);
     const id = (sink.json().error as Record<string, unknown>).request_id;
     expect(mg.ledger.released).toEqual([id]);
+    expect(answeredFirst).toBe(false);
     expect(mg.upstream.calls).toHaveLength(0);
   });
 
