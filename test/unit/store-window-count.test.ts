@@ -1,0 +1,58 @@
+/**
+ * The minute-tagged request count a key window item would carry (lambdas/store/items.ts,
+ * `addMinuteCount`): how a slot's value is read back and when a refused write's value is an
+ * earlier minute's (overwritten) rather than a later one's (never).
+ */
+import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, countSlotName, minuteRequests, staleCount } from '../../lambdas/store/items';
+import { UpdateBuilder } from '../../lambdas/store/expr';
+
+const MINUTE = 29_890_000;
+
+describe('the count slots of a key window item', () => {
+  it('names a minute by its slot, five slots round', () => {
+    expect(countSlotName(MINUTE)).toBe(`q${MINUTE % COUNT_SLOTS}`);
+    expect(countSlotName(MINUTE + COUNT_SLOTS)).toBe(countSlotName(MINUTE));
+    expect(countSlotName(MINUTE + 1)).not.toBe(countSlotName(MINUTE));
+  });
+
+  it("reads a slot's requests only when it holds that minute", () => {
+    const slot = countSlotName(MINUTE);
+    expect(minuteRequests({ [slot]: MINUTE * COUNT_SPAN + 36 }, MINUTE)).toBe(36);
+    expect(minuteRequests({ [slot]: (MINUTE - COUNT_SLOTS) * COUNT_SPAN + 36 }, MINUTE)).toBe(0);
+    expect(minuteRequests({}, MINUTE)).toBe(0);
+    expect(minuteRequests(undefined, MINUTE)).toBe(0);
+  });
+
+  it('calls a value stale only when it is an earlier minute', () => {
+    const slot = countSlotName(MINUTE);
+    const earlier = (MINUTE - COUNT_SLOTS) * COUNT_SPAN + 5;
+    expect(staleCount({ [slot]: earlier }, MINUTE)).toBe(earlier);
+    expect(staleCount({ [slot]: MINUTE * COUNT_SPAN + 37 }, MINUTE)).toBeUndefined();
+    expect(staleCount({ [slot]: (MINUTE + COUNT_SLOTS) * COUNT_SPAN + 1 }, MINUTE)).toBeUndefined();
+    expect(staleCount({}, MINUTE)).toBeUndefined();
+  });
+
+  it("writes the minute's slot under the rate and removes the slots of the minutes two and three before", () => {
+    const u = new UpdateBuilder();
+    addMinuteCount(u, { minute: MINUTE, rate: 37 });
+    const built = u.build();
+    const names = Object.values(built.ExpressionAttributeNames ?? {});
+    expect(names.sort()).toEqual([countSlotName(MINUTE), countSlotName(MINUTE - 2), countSlotName(MINUTE - 3)].sort());
+    expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([MINUTE * COUNT_SPAN, MINUTE * COUNT_SPAN + 36, 1]));
+    expect(built.ConditionExpression).toContain('BETWEEN');
+  });
+
+  it('overwrites a stale slot on exactly the value it holds', () => {
+    const u = new UpdateBuilder();
+    const stale = (MINUTE - COUNT_SLOTS) * COUNT_SPAN + 9;
+    addMinuteCount(u, { minute: MINUTE, rate: 37, stale });
+    const built = u.build();
+    expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual([stale, MINUTE * COUNT_SPAN + 1]);
+    expect(built.ConditionExpression).not.toContain('BETWEEN');
+  });
+
+  it('keeps every value below 2^53 for a century of minutes and the largest count', () => {
+    const minute = Math.floor(Date.UTC(2126, 0, 1) / 60_000);
+    expect(minute * COUNT_SPAN + COUNT_SPAN - 1).toBeLessThan(Number.MAX_SAFE_INTEGER);
+  });
+});
