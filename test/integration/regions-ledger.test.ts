@@ -24,7 +24,7 @@ import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports'
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { ROLLUP_SK, rollupPk } from '../../lambdas/store/rollups';
-import { creditRegion, readRegionalBalance } from '../../lambdas/store/regions-balance';
+import { creditRegion, readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { RegionTransfers } from '../../lambdas/store/regions-transfers';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
@@ -134,11 +134,47 @@ afterAll(async () => {
 
 const request = requestsTagged('g');
 
+/** Every item of a table a replica holds (minute counters aside), by key. */
+async function ledgerItems(r: Region, table: 'ledger' | 'usage' = 'ledger'): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await r.doc.send(new ScanCommand({ TableName: t(table), ConsistentRead: true, ExclusiveStartKey: start }));
+    for (const i of page.Items ?? []) if (!String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
+    start = page.LastEvaluatedKey;
+  } while (start !== undefined);
+  return out;
+}
+
+/** An item as text, attributes in order (replicas may list them in different orders). */
+function canonical(item: unknown): string {
+  return JSON.stringify(Object.entries((item ?? {}) as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/**
+ * Waits for replication to catch up: the replicator has nothing waiting, and both replicas hold
+ * the same ledger items (a DynamoDB Local on a loaded machine can show a write in its stream a
+ * moment after the replicator's pass found the stream empty).
+ */
+async function caughtUp(): Promise<void> {
+  const until = Date.now() + 120_000;
+  for (;;) {
+    await replicator.settle({ timeoutMs: 120_000 });
+    let same = true;
+    for (const table of ['ledger', 'usage'] as const) {
+      const [a, b] = [await ledgerItems(east, table), await ledgerItems(west, table)];
+      same &&= a.size === b.size && [...a].every(([k, v]) => canonical(b.get(k)) === canonical(v));
+    }
+    if (same || Date.now() > until) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 /** A workspace made in the home region (its home slice 0, as the management API makes it), replicated to the other. */
 async function workspace(): Promise<string> {
   const ws = `ws_${randomBytes(6).toString('hex')}`;
   await east.doc.send(new PutCommand({ TableName: t('ledger'), Item: { pk: `WS#${ws}`, sk: 'BALANCE', availableMicros: 0, heldMicros: 0, spentMicros: 0, creditedMicros: 0 } }));
-  await replicator.settle({ timeoutMs: 60_000 });
+  await caughtUp();
   return ws;
 }
 
@@ -166,7 +202,7 @@ async function settleAll(region: Region, holds: readonly HoldRecord[], charge = 
 
 /** The invariant summed over both regions, read in each region's replica once replication has caught up; both replicas agree. */
 async function expectInvariant(ws: string, creditedMicros: number): Promise<void> {
-  await replicator.settle({ timeoutMs: 120_000 });
+  await caughtUp();
   const seen = [];
   for (const r of [east, west]) {
     const b = await readRegionalBalance(r.doc, tables(), SETUP, ws);
@@ -217,6 +253,9 @@ describe('two regions sharing global tables', () => {
     expect(home?.sentMicros).toBe(60 * COST);
     expect(other?.receivedMicros).toBe(60 * COST);
     expect(b.inTransitMicros).toBe(0);
+    // The balance an operator reads (workspace show, the management API) sums both regions.
+    const summed = await readBalanceEverywhere(west.doc, tables(), SETUP, ws, NOW);
+    expect([summed.creditedMicros, summed.spentMicros, summed.availableMicros, summed.heldMicros]).toEqual([60 * COST, 60 * COST, 0, 0]);
   });
 
   test('a 200-way race on a key limit split between two regions admits exactly the limit, summed; the short region borrows headroom', async () => {
@@ -252,11 +291,11 @@ describe('two regions sharing global tables', () => {
       const eastX = new RegionTransfers(east.raw, tables(), asRegion(SETUP, HOME));
       const westX = new RegionTransfers(west.raw, tables(), asRegion(SETUP, WEST));
       await westX.ask(ws, { kind: 'credit' }, HOME, 7 * COST);
-      await replicator.settle({ timeoutMs: 60_000 });
+      await caughtUp();
       expect(await eastX.answer(ws, { kind: 'credit' }, WEST)).toBe(7 * COST);
       // Answered once: a second answer (a redelivered ask) gives nothing.
       expect(await eastX.answer(ws, { kind: 'credit' }, WEST)).toBe(0);
-      await replicator.settle({ timeoutMs: 60_000 });
+      await caughtUp();
       // The east's transfer item as the west's stream shows it, replayed three times in one batch and in three batches.
       const image = (await west.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: `XFER#${ws}`, sk: 'CREDIT' }, ConsistentRead: true }))).Item ?? {};
       const S = (v: unknown): { S: string } => ({ S: String(v) });
@@ -290,7 +329,14 @@ describe('two regions sharing global tables', () => {
     const e = await east.ledger.admit(request(ws, COST, soon));
     const w = await west.ledger.admit(request(ws, COST, soon));
     expect(e.admitted && w.admitted).toBe(true);
-    await replicator.settle({ timeoutMs: 60_000 });
+    await caughtUp();
+    // While a region is lost its share is stranded: neither spent nor lost, shown to the operator.
+    const lost = await readRegionalBalance(west.doc, tables(), SETUP, ws, [HOME]);
+    expect(lost.strandedMicros).toBe(10 * COST);
+    expect(lost.regions.map((r) => [r.region, r.down, r.heldMicros])).toEqual([
+      [HOME, true, COST],
+      [WEST, false, COST],
+    ]);
     const sweepIn = (r: Region): ReturnType<typeof sweep> =>
       sweep({ doc: r.doc, usageTable: t('usage'), ledger: r.ledger, stage: 'test', writeLine: () => undefined, region: { name: r.name, tag: regionTag(SETUP, r.name) } }, NOW + 10_000);
     expect((await sweepIn(east)).swept).toBe(1);
@@ -308,18 +354,8 @@ describe('two regions sharing global tables', () => {
       }
     }
     // And every ledger item both replicas hold, written by one region only, is the same in both.
-    await replicator.settle({ timeoutMs: 120_000 });
-    const scan = async (r: Region): Promise<Map<string, unknown>> => {
-      const out = new Map<string, unknown>();
-      let start: Record<string, unknown> | undefined;
-      do {
-        const page = await r.doc.send(new ScanCommand({ TableName: t('ledger'), ConsistentRead: true, ExclusiveStartKey: start }));
-        for (const i of page.Items ?? []) if (!String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
-        start = page.LastEvaluatedKey;
-      } while (start !== undefined);
-      return out;
-    };
-    const [a, b] = [await scan(east), await scan(west)];
+    await caughtUp();
+    const [a, b] = [await ledgerItems(east), await ledgerItems(west)];
     expect([...a.keys()].sort()).toEqual([...b.keys()].sort());
     for (const [k, v] of a) expect(b.get(k)).toEqual(v);
   });
@@ -331,7 +367,7 @@ describe('two regions sharing global tables', () => {
     const got = await race([...Array.from({ length: 4 }, () => ({ region: east, request: request(ws, COST) })), ...Array.from({ length: 6 }, () => ({ region: west, request: request(ws, COST) }))]);
     await settleAll(east, got.admitted.get(HOME) ?? []);
     await settleAll(west, got.admitted.get(WEST) ?? []);
-    await replicator.settle({ timeoutMs: 60_000 });
+    await caughtUp();
     const counted = new Map<string, number>();
     for (const r of [east, west]) {
       // Unfiltered, each region's stream carries all ten rows' settlements: its own and the other's, replicated.
