@@ -20,6 +20,7 @@ import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { aggregate } from '../../lambdas/aggregator/aggregate';
 import { regionUsageFilters } from '../../lambdas/aggregator/mapping';
+import { readUsage } from '../../lambdas/aggregator/read';
 import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
@@ -108,11 +109,13 @@ beforeAll(async () => {
   for (const r of [east, west]) {
     await ensureTables(r.client, prefix);
     // Global tables stream every replica (MREC replicates through the streams).
-    await r.client.send(new UpdateTableCommand({ TableName: t('ledger'), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
+    for (const table of ['ledger', 'rollups'] as const) {
+      await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
+    }
   }
   replicator = await startReplicator({
     regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
-    tables: [t('ledger'), t('usage')],
+    tables: [t('ledger'), t('usage'), t('rollups')],
     lagMs: 200,
     log: () => undefined,
   });
@@ -407,5 +410,17 @@ describe('two regions sharing global tables', () => {
     }
     expect(counted.get(HOME)).toBe(4);
     expect(counted.get(WEST)).toBe(6);
+    // Replicated, the report in either region adds both regions' rollups: each row once.
+    await replicator.settle({ timeoutMs: 120_000 });
+    const day = new Date(NOW).toISOString().slice(0, 10);
+    for (const r of [east, west]) {
+      const until = Date.now() + 60_000;
+      let rows = await readUsage(r.doc, prefix, { workspaceId: ws, period: 'day', from: day, to: day, regionTags: ['', regionTag(SETUP, WEST)] });
+      while (rows.find((x) => x.scope === 'all')?.requests !== 10 && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        rows = await readUsage(r.doc, prefix, { workspaceId: ws, period: 'day', from: day, to: day, regionTags: ['', regionTag(SETUP, WEST)] });
+      }
+      expect(rows.find((x) => x.scope === 'all')?.requests).toBe(10);
+    }
   });
 });
