@@ -10,6 +10,7 @@ import { keyCapacity, peerCounters, quantityId, quantityOf, receivable, urgentGi
 import { RegionConfigError, asRegion, regionSetupFromEnv, regionShare, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { RegionKeyError, plainPk, regionalPk } from '../../lambdas/store/regions-lens';
 import { noticeOf } from '../../lambdas/transfer/agent';
+import { describeSlices } from '../../cli/commands/slices';
 
 const TWO: RegionSetup = { regions: ['us-east-1', 'us-west-2'], region: 'us-east-1', weights: [1, 1], transferWaitMs: 2000 };
 
@@ -125,5 +126,33 @@ describe('stream filters', () => {
     expect(noticeOf(record('XFER#ws_1@us-west-2', 'us-west-2'), 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'credit' }, peer: 'us-west-2' });
     expect(noticeOf(record('XFER#ws_1', 'us-east-1'), 'us-east-1')).toBeUndefined();
     expect(noticeOf(record('WS#ws_1', 'us-west-2'), 'us-east-1')).toBeUndefined();
+  });
+});
+
+describe('sluice workspace slices with several regions', () => {
+  test('shows each region, what is in transit and what is stranded in a region named down', () => {
+    const money = (region: string, down: boolean, available: number) => ({ region, availableMicros: available, heldMicros: 1_000_000, spentMicros: 0, creditedMicros: available + 1_000_000, sentMicros: 0, receivedMicros: 0, down });
+    const lines = describeSlices({
+      workspaceId: 'ws_1',
+      slices: 1,
+      floor: 1,
+      high: 1,
+      maxSlices: 48,
+      changedAt: null,
+      recent: { minutes: 0, admissions: 0, conflicts: 0, conflictRate: null, admissionsPerSecond: 0 },
+      automatic: { growsAboveConflictRate: 0.05, wouldShrinkTo: null },
+      regions: {
+        regions: [money('us-east-1', true, 4_000_000), money('us-west-2', false, 2_000_000)],
+        availableMicros: 6_000_000,
+        heldMicros: 2_000_000,
+        spentMicros: 0,
+        creditedMicros: 8_000_000,
+        inTransitMicros: 0,
+        strandedMicros: 5_000_000,
+      },
+    });
+    expect(lines.some((l) => l.startsWith('region us-east-1 (down: stranded)'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('region us-west-2:'))).toBe(true);
+    expect(lines[lines.length - 1]).toMatch(/stranded in regions down: .*5/);
   });
 });
