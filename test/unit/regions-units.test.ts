@@ -32,6 +32,9 @@ describe('the region setting', () => {
     expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1' })).toThrow(RegionConfigError);
     expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1,0' })).toThrow(RegionConfigError);
     expect(() => regionSetupFromEnv({ SLUICE_REGIONS: 'us-east-1,us-east-1' })).toThrow(RegionConfigError);
+    // The CDK's home region must be the first listed (its items keep today's keys).
+    expect(regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-east-1' })?.regions[0]).toBe('us-east-1');
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-west-2' })).toThrow(RegionConfigError);
   });
 
   test("the home region's items carry no tag; the others' carry @<region>", () => {
