@@ -26,6 +26,8 @@ import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports'
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { ROLLUP_SK, rollupPk } from '../../lambdas/store/rollups';
+import { requestRowKey } from '../../lambdas/store/keys';
+import { requestIdDigits } from '../../lambdas/core/request-id';
 import { creditRegion, readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { RegionTransfers } from '../../lambdas/store/regions-transfers';
@@ -345,6 +347,16 @@ describe('two regions sharing global tables', () => {
       sweep({ doc: r.doc, usageTable: t('usage'), ledger: r.ledger, stage: 'test', writeLine: () => undefined, region: { name: r.name, tag: regionTag(SETUP, r.name) } }, NOW + 10_000);
     expect((await sweepIn(east)).swept).toBe(1);
     expect((await sweepIn(west)).swept).toBe(1);
+    // A failed admission's release gives back on its own region's items, and a release of one that
+    // never landed leaves a tombstone row that says whose it is.
+    const id = (): string => `req_${requestIdDigits(NOW, randomBytes(7).toString('hex'))}`;
+    const landed = await west.ledger.admit(request(ws, COST, { holdId: id() }));
+    expect(landed.admitted).toBe(true);
+    if (landed.admitted) await west.ledger.release(ws, landed.hold.holdId, NOW + 1000);
+    const never = id();
+    await west.ledger.release(ws, never, NOW + 1000);
+    const tomb = (await west.doc.send(new GetCommand({ TableName: t('usage'), Key: requestRowKey(ws, never, NOW), ConsistentRead: true }))).Item;
+    expect([tomb?.state, tomb?.region]).toEqual(['released', WEST]);
     await expectInvariant(ws, 20 * COST);
   });
 
