@@ -4,14 +4,11 @@
  * this: it only collects garbage, days late, and would leave the money held.
  *
  * Policy for what a dead request is charged (DESIGN.md leaves it to us; README and tests state
- * it): only what a gateway recorded on its row. When the gateway had computed the real charge but
- * could not settle, it leaves that on the row as `pendingChargeMicros`, and that is charged.
- * Otherwise nothing: an open row does not say whether its request ever reached a provider (an
- * admission whose answer was lost and that the gateway refused, a function that died before its
- * provider call or after it look the same), and a refused request must never be charged. Saying
- * so on every row would be one more write per request (a unit, and a round trip before the
- * provider call), which is not spent: a function that dies after its provider call, rare, is
- * charged nothing, and Sluice bears what the provider billed for it (docs/robustness.md).
+ * it): the hold's `inputMicros`, the upper bound of the prompt's cost, because the provider has
+ * surely billed the prompt while the output is unknown and is not charged. When the gateway had
+ * already computed the real charge but failed to settle, it leaves that on the hold as
+ * `pendingChargeMicros`, and that is charged instead. Either is capped at the hold's amount, the
+ * most the customer agreed to have taken for the request.
  *
  * A hold is a request's row in the usage table while it is open (`lambdas/store/request-rows.ts`);
  * the open rows are found through the sparse `byExpiryShard` index (`lambdas/store/holds.ts`).
@@ -78,12 +75,13 @@ const CONCURRENCY = 4;
 /**
  * What the sweeper charges a dead request, in micro-units: `pendingChargeMicros` when the hold
  * carries one (the real charge a live settlement computed; like a live settlement it may exceed
- * the hold, and the ledger collects the excess only from what the balance has), else nothing
- * (the module comment says why).
+ * the hold, and the ledger collects the excess only from what the balance has), else
+ * `inputMicros`, capped at the hold's amount; never below zero.
  */
 export function sweptChargeMicros(hold: StoredHold): number {
   const pending = hold.pendingChargeMicros;
-  return pending !== undefined && Number.isSafeInteger(pending) && pending >= 0 ? pending : 0;
+  if (pending !== undefined && Number.isSafeInteger(pending) && pending >= 0) return pending;
+  return Math.max(0, Math.min(hold.inputMicros, hold.amountMicros));
 }
 
 /** The settlement a swept hold gets: no counts (nothing is known of the reply), outcome `swept`. */

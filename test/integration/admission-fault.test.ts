@@ -7,8 +7,10 @@
  * 503 `balance_unavailable` and calls no provider; afterwards the workspace has lost exactly what
  * it was charged (nothing), nothing is held on the slice or in the key's credit-limit window, the
  * request's row is `released` (out of the sweeper's index, never a usage row), and a sweep far in
- * the future finds nothing to charge. Where the release could not be made at all, the sweeper gives
- * the hold back charging nothing.
+ * the future finds nothing to charge. Where the release could not be made within the request's
+ * budget (the store away that long), the row looks like a request whose function died after its
+ * provider call, and the sweeper settles it as one: the hold back, the prompt's bound charged
+ * (docs/robustness.md says why that residue is kept).
  */
 import { ScanCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { setKeyCreditLimit } from '../../local/ops';
@@ -213,7 +215,7 @@ describe('an admission that fails without an answer', () => {
     expect(await sweepLater()).toMatchObject({ swept: 0, chargedMicros: 0 });
   });
 
-  it('applied, and the store away past the request budget: the sweeper gives the hold back and charges nothing', async () => {
+  it('applied, and the store away past the request budget: the sweeper gives the hold back and charges the prompt bound, as for a dead request', async () => {
     const before = await stack.balance();
     const windowBefore = await keyWindow();
     const rowsBefore = (await stack.usageRows()).length;
@@ -227,21 +229,25 @@ describe('an admission that fails without an answer', () => {
       return refused;
     });
     storeDown = false;
-    expect(await readRequestRow(stack.tables.doc, t('usage'), stack.workspaceId, id)).toMatchObject({ state: 'open' });
+    const open = await readRequestRow(stack.tables.doc, t('usage'), stack.workspaceId, id);
+    expect(open).toMatchObject({ state: 'open' });
+    const bound = Math.min(Number(open?.inputMicros), Number(open?.amountMicros));
+    expect(bound).toBeGreaterThan(0);
     const held = await stack.balance();
     expect(held.heldMicros).toBeGreaterThan(0);
     expectInvariant(held);
 
     const swept = await sweepLater();
-    expect(swept).toMatchObject({ swept: 1, chargedMicros: 0 });
+    expect(swept).toMatchObject({ swept: 1, chargedMicros: bound });
     const after = await stack.balance();
     expectInvariant(after);
-    expect(after).toEqual({ ...before, heldMicros: 0 });
-    expect(await keyWindow()).toEqual(windowBefore);
-    // The swept request's row is a usage row charging nothing (the sweeper's record), and no provider was called.
+    // Balance lost == charged: the prompt bound, nothing more, and nothing left held.
+    expect(after).toEqual({ ...before, availableMicros: before.availableMicros - bound, spentMicros: before.spentMicros + bound, heldMicros: 0 });
+    expect(await keyWindow()).toEqual({ heldMicros: windowBefore.heldMicros, settledMicros: windowBefore.settledMicros + bound });
+    // The swept request's row is the usage row of that charge (the sweeper's record); no provider was called.
     const rows = await stack.usageRows();
     expect(rows).toHaveLength(rowsBefore + 1);
-    expect(rows.find((r) => r.requestId === id)).toMatchObject({ outcome: 'swept', chargeMicros: 0 });
+    expect(rows.find((r) => r.requestId === id)).toMatchObject({ outcome: 'swept', chargeMicros: bound });
     expect(stack.sim.recorded.filter((r) => r.path === '/v1/chat/completions')).toHaveLength(0);
   });
 });

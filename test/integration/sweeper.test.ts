@@ -109,12 +109,12 @@ function expectInvariant(b: Record<string, number>): void {
 describe('sweptChargeMicros (the policy)', () => {
   const base = { amountMicros: 5_000, inputMicros: 1_200 } as HoldRecord;
   it.each([
-    ['nothing when nothing is pending (nothing says a provider was called)', {}, 0],
+    ['the prompt bound when nothing is pending', {}, 1_200],
     ['the pending charge when the gateway left one', { pendingChargeMicros: 3_100 }, 3_100],
     ['a pending zero (nothing was billed)', { pendingChargeMicros: 0 }, 0],
     ['a pending charge in full, even above the hold (the ledger collects only what the balance has)', { pendingChargeMicros: 9_000 }, 9_000],
-    ['nothing, however large the prompt bound', { inputMicros: 7_000 }, 0],
-    ['nothing when the pending value is not a whole number', { pendingChargeMicros: 1.5 }, 0],
+    ['never more than the hold (prompt bound)', { inputMicros: 7_000 }, 5_000],
+    ['the prompt bound when the pending value is not a whole number', { pendingChargeMicros: 1.5 }, 1_200],
   ])('charges %s', (_name, extra, expected) => {
     expect(sweptChargeMicros({ ...base, ...extra })).toBe(expected);
   });
@@ -123,7 +123,7 @@ describe('sweptChargeMicros (the policy)', () => {
 describe('sweep', () => {
   useFreshTables();
 
-  it('settles only expired holds, each at its pending charge (or nothing), and a second sweep changes nothing', async () => {
+  it('settles only expired holds, each at its inputMicros (or pending charge), and a second sweep changes nothing', async () => {
     const ws = 'ws_sweep';
     await createBalance(ws);
     const t0 = Date.now();
@@ -146,7 +146,7 @@ describe('sweep', () => {
     const lines: string[] = [];
     const result = await sweep(deps(lines), t0);
 
-    const charges = { req_a: 0, req_b: 0, req_pending: 2_500_000, req_over: 9_000_000 };
+    const charges = { req_a: 1_200_000, req_b: 700_000, req_pending: 2_500_000, req_over: 9_000_000 };
     const charged = Object.values(charges).reduce((x, y) => x + y, 0);
     expect(result).toEqual({ swept: 5, failed: 0, deferred: 0, outstanding: 1, chargedMicros: charged });
 
@@ -196,7 +196,7 @@ describe('sweep', () => {
     const later = await sweep(deps([]), live.expiresAt);
     expect(later).toMatchObject({ swept: 1, outstanding: 0 });
     const end = await balance(ws);
-    expect(end).toEqual({ available: CREDIT - charged, held: 0, spent: charged, credited: CREDIT });
+    expect(end).toEqual({ available: CREDIT - charged - live.inputMicros, held: 0, spent: charged + live.inputMicros, credited: CREDIT });
     expectInvariant(end);
   });
 
@@ -222,17 +222,17 @@ describe('sweep', () => {
     expect((await balance(ws)).held).toBe(2_000_000);
 
     const result = await sweep(deps([]), t0);
-    expect(result).toMatchObject({ swept: 1, failed: 0, outstanding: 0, chargedMicros: 0 });
+    expect(result).toMatchObject({ swept: 1, failed: 0, outstanding: 0, chargedMicros: 1_500_000 });
     expect(await inIndex(grown)).toBe(false);
-    // The whole grown hold came back (the dead request recorded no charge: it is charged nothing).
+    // The whole grown hold came back, less the prompt bound the dead request is charged.
     const after = await balance(ws);
-    expect(after).toEqual({ available: CREDIT - 200_000, held: 0, spent: 200_000, credited: CREDIT });
+    expect(after).toEqual({ available: CREDIT - 200_000 - 1_500_000, held: 0, spent: 200_000 + 1_500_000, credited: CREDIT });
     expectInvariant(after);
     const rows = await usageRows(ws);
     // (Both started at the same instant: their rows sort by id.)
     expect(rows.map((r) => [r.requestId, r.outcome, r.chargeMicros, r.holdMicros])).toEqual([
       ['req_done', 'ok', 200_000, 1_000_000],
-      ['req_grown', 'swept', 0, 2_000_000],
+      ['req_grown', 'swept', 1_500_000, 2_000_000],
     ]);
   });
 
@@ -276,7 +276,7 @@ describe('sweep', () => {
     }
     expect(written.join('')).toContain('"HoldsSwept":1');
     expect(written.join('')).toMatch(/"TransactionConflicts":\d+/);
-    expect(await balance(ws)).toEqual({ available: CREDIT, held: 0, spent: 0, credited: CREDIT });
+    expect(await balance(ws)).toEqual({ available: CREDIT - 300_000, held: 0, spent: 300_000, credited: CREDIT });
   });
 });
 
@@ -322,11 +322,10 @@ describe('a request whose process is killed before settling', () => {
     expect(result.swept).toBe(1);
     expect(await holdExists(ws, holdId, startedAt)).toBe(false);
     const b = await balance(ws);
-    // It never reached a provider, and nothing on its row says otherwise: nothing charged.
-    expect(b).toEqual({ available: CREDIT, held: 0, spent: 0, credited: CREDIT });
+    expect(b).toEqual({ available: CREDIT - 1_500_000, held: 0, spent: 1_500_000, credited: CREDIT });
     expectInvariant(b);
     const rows = await usageRows(ws);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ requestId: holdId, outcome: 'swept', chargeMicros: 0, holdMicros: 8_000_000 });
+    expect(rows[0]).toMatchObject({ requestId: holdId, outcome: 'swept', chargeMicros: 1_500_000, holdMicros: 8_000_000 });
   }, 60_000);
 });
