@@ -1,0 +1,434 @@
+/**
+ * A region lost, Sluice serves on (issue 23), end to end on `npm run start:regions`: the real start
+ * script in a child process (its own data folders, free ports), two DynamoDB Locals with the
+ * replicator between them, a gateway process per region, the front door on one port, and the
+ * official `openai` client on that one address. Nothing of DynamoDB is mocked.
+ *
+ * - **Races across both regions**: 200 requests at once on a workspace whose balance fits fewer,
+ *   and 200 on a key whose credit limit fits fewer (the workspace is rich), spread over both regions
+ *   by the front door. Each admitted reply stalls after its first frame (the simulator is told so)
+ *   until every request has its answer, so nothing settles and frees money mid-race: exactly what
+ *   fits is admitted, the rest refused 402 with its own code.
+ * - **A region lost mid-load**: clients keep sending; the home region's gateway process group and
+ *   its DynamoDB Local are killed with SIGKILL while requests are in flight there; serving through
+ *   the front door resumes from the other region (asserted; the time it took is printed, never
+ *   asserted). Then the region is brought back (SIGUSR2 to the start) and serves again.
+ * - **After replication catches up** (both replicas hold the same items for every workspace of the
+ *   test): for every workspace, summed over both regions, credited = available + held + spent,
+ *   credited is exactly what was topped up (nothing in transit, nothing lost), nothing is held,
+ *   nothing is spent beyond credit; every request's row is settled, once; the spent money is the
+ *   sum of the rows' charges; every reply a client received has its row (no lost charge); the
+ *   aggregator's totals count every row once (requests and charge); the key's rows stay within
+ *   its limit.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import OpenAI from 'openai';
+import { isAlive } from '../../local/dynamo-local';
+import { freePort } from '../../local/free-port';
+import type { RegionsStateFile } from '../../local/regions/settings';
+import { makeDynamoClient } from '../../local/tables';
+import { tableName } from '../../lambdas/shared/schema';
+
+jest.setTimeout(420_000);
+
+const REPO = resolve(__dirname, '../..');
+const RACE = 200;
+/** Long enough that no admitted race request ends on its own before every answer is in; each is ended by its client. */
+const RACE_STALL_MS = 120_000;
+const REQUEST_LIMIT_MS = 30_000;
+/** Workers sending requests through the front door while a region is lost. */
+const LOAD_WORKERS = 6;
+const MICROS_PER_MINOR = 1_000_000;
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  readonly exited: Promise<number | null>;
+}
+
+let home: string;
+let run: Run | undefined;
+/** Every region process and DynamoDB Local PID seen, each leading its own process group. */
+const groups = new Set<number>();
+let state: RegionsStateFile;
+let adminToken: string;
+const db = new Map<string, DynamoDBDocumentClient>();
+
+function startRegions(port: number): Run {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    SLUICE_LOCAL_HOME: home,
+    PORT: String(port),
+    SLUICE_ADMIN_PORT: '0',
+    SLUICE_CONSOLE_PORT: '0',
+    SLUICE_REPLICATION_LAG_MS: '500',
+    SLUICE_REQUEST_LIMIT_MS: String(REQUEST_LIMIT_MS),
+    SLUICE_HOLD_GRACE_MS: '0',
+    SLUICE_LOCAL_SWEEP_EVERY_MS: '1000',
+    SLUICE_CACHE_TTL_MS: '1000',
+    SLUICE_KEY_RATE_PER_MINUTE: '100000',
+  };
+  for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE' || name === 'SLUICE_REGIONS') delete env[name];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'local/regions/start-regions.ts'], { cwd: REPO, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  child.stdout?.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (text += d.toString()));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  return { child, output: () => text, exited };
+}
+
+async function waitFor(marker: string, ms: number, from = 0): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(run as Run).output().slice(from).includes(marker)) {
+    if ((run as Run).child.exitCode !== null) throw new Error(`start:regions exited early:\n${(run as Run).output()}`);
+    if (Date.now() > deadline) throw new Error(`no "${marker}" within ${ms} ms:\n${(run as Run).output().slice(-4000)}`);
+    await sleep(100);
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function readState(): RegionsStateFile {
+  const read = JSON.parse(readFileSync(join(home, '.sluice', 'regions', 'state.json'), 'utf8')) as RegionsStateFile;
+  for (const r of read.regions) for (const pid of [r.gatewayPid, r.dynamodbPid]) if (pid !== null) groups.add(pid);
+  return read;
+}
+
+/** One call to the home region's management API over HTTP, as the CLI makes it. */
+async function admin<T>(method: string, path: string, body?: Record<string, unknown>): Promise<T> {
+  const res = await fetch(`${state.adminUrl}/admin/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+interface TestWorkspace {
+  readonly workspaceId: string;
+  readonly keyId: string;
+  readonly rawKey: string;
+  /** Everything topped up, micro-units. */
+  creditedMicros: number;
+}
+
+async function workspace(name: string, creditMinor: number): Promise<TestWorkspace> {
+  const ws = await admin<{ workspaceId: string; ownerMemberId: string }>('POST', '/workspaces', { name, ownerEmail: `${name}@localhost` });
+  const path = `/workspaces/${encodeURIComponent(ws.workspaceId)}`;
+  await admin('POST', `${path}/credit`, { amountMinor: creditMinor, reference: `${name}-credit` });
+  const key = await admin<{ keyId: string; rawKey: string }>('POST', `${path}/keys`, { memberId: ws.ownerMemberId, name });
+  return { workspaceId: ws.workspaceId, keyId: key.keyId, rawKey: key.rawKey, creditedMicros: creditMinor * MICROS_PER_MINOR };
+}
+
+/** The official client through the front door, the one address; its own retries on (5xx, connection errors), as clients use it. */
+function client(key: string, maxRetries = 2): OpenAI {
+  return new OpenAI({ baseURL: state.baseUrl as string, apiKey: key, maxRetries, timeout: 60_000 });
+}
+
+/** Waits until a key is known to every region's gateway (configuration replicated from the home region). */
+async function keyEverywhere(key: string): Promise<void> {
+  for (const r of state.regions) {
+    for (let i = 0; ; i += 1) {
+      const res = await fetch(`${r.gatewayUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } }).catch(() => undefined);
+      if (res?.status === 200) break;
+      if (i > 300) throw new Error(`key not served by ${r.name}`);
+      await sleep(100);
+    }
+  }
+}
+
+async function simulator(path: string, body: unknown): Promise<void> {
+  const base = (state.simulatorUrl as string).replace(/\/v1$/, '');
+  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (res.status >= 300) throw new Error(`simulator ${path}: ${res.status} ${await res.text()}`);
+}
+
+type Item = Record<string, unknown>;
+
+/** Every item of a table, read consistently from one region's replica. */
+async function scanAll(region: string, table: Parameters<typeof tableName>[1]): Promise<Item[]> {
+  const doc = db.get(region) as DynamoDBDocumentClient;
+  const items: Item[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await doc.send(new ScanCommand({ TableName: tableName(state.tablePrefix, table), ConsistentRead: true, ExclusiveStartKey: start }));
+    items.push(...((page.Items ?? []) as Item[]));
+    start = page.LastEvaluatedKey;
+  } while (start !== undefined);
+  return items;
+}
+
+/** Whether an item belongs to one of the workspaces (any key attribute or `workspaceId` names it). */
+const belongsTo = (item: Item, ids: readonly string[]): boolean =>
+  ids.some((id) => [item.pk, item.sk, item.workspaceId].some((v) => typeof v === 'string' && v.includes(id)));
+
+const canonical = (items: Item[]): string[] => items.map((i) => JSON.stringify(i, Object.keys(i).sort())).sort();
+
+/** The test's workspaces' items in one region's replica: money (ledger), usage rows, the aggregator's totals. */
+async function snapshot(region: string, ids: readonly string[]): Promise<{ ledger: Item[]; usage: Item[]; rollups: Item[] }> {
+  const [ledger, usage, rollups] = await Promise.all((['ledger', 'usage', 'rollups'] as const).map(async (t) => (await scanAll(region, t)).filter((i) => belongsTo(i, ids))));
+  return { ledger: ledger as Item[], usage: usage as Item[], rollups: rollups as Item[] };
+}
+
+/** Waits until both replicas hold the same items of these workspaces, and returns them. */
+async function replicated(ids: readonly string[], ms: number): Promise<{ ledger: Item[]; usage: Item[]; rollups: Item[] }> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const [a, b] = await Promise.all(state.regions.map((r) => snapshot(r.name, ids)));
+    if (a === undefined || b === undefined) throw new Error('two regions expected');
+    const same = (['ledger', 'usage', 'rollups'] as const).every((t) => JSON.stringify(canonical(a[t])) === JSON.stringify(canonical(b[t])));
+    if (same) return a;
+    if (Date.now() > deadline) throw new Error('the two regions did not converge');
+    await sleep(250);
+  }
+}
+
+const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
+
+/** A workspace's money items: every item of the ledger carrying `creditedMicros` under its partition keys (`WS#<ws>…`, every slice of every region). */
+function money(ledger: Item[], workspaceId: string): { credited: number; available: number; held: number; spent: number; items: number } {
+  const mine = ledger.filter((i) => typeof i.pk === 'string' && i.pk.startsWith(`WS#${workspaceId}`) && typeof i.creditedMicros === 'number');
+  return {
+    credited: mine.reduce((a, i) => a + num(i.creditedMicros), 0),
+    available: mine.reduce((a, i) => a + num(i.availableMicros), 0),
+    held: mine.reduce((a, i) => a + num(i.heldMicros), 0),
+    spent: mine.reduce((a, i) => a + num(i.spentMicros), 0),
+    items: mine.length,
+  };
+}
+
+/** Open rows (holds) of these workspaces in any region's replica. */
+async function openRows(ids: readonly string[]): Promise<number> {
+  let open = 0;
+  for (const r of state.regions) open += (await scanAll(r.name, 'usage')).filter((i) => belongsTo(i, ids) && i.state === 'open').length;
+  return open;
+}
+
+const RACE_BODY = { model: 'local/sim-large', messages: [{ role: 'user' as const, content: 'race' }], max_tokens: 700, stream: true as const };
+
+interface RaceAnswer {
+  readonly admitted: boolean;
+  readonly status: number;
+  readonly code?: string;
+  readonly region: string | null;
+  readonly requestId: string | null;
+  readonly stream?: AsyncIterable<unknown> & { controller: AbortController };
+}
+
+/** One race request: admitted when its stream opens (the reply then stalls), refused otherwise. No retries: a retry would be a second request. */
+async function raceOne(key: string): Promise<RaceAnswer> {
+  try {
+    const { data, response } = await client(key, 0).chat.completions.create(RACE_BODY).withResponse();
+    return { admitted: true, status: response.status, region: response.headers.get('x-sluice-region'), requestId: response.headers.get('x-sluice-request-id'), stream: data };
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) {
+      return { admitted: false, status: err.status ?? 0, code: String(err.code ?? ''), region: err.headers?.get('x-sluice-region') ?? null, requestId: err.headers?.get('x-sluice-request-id') ?? null };
+    }
+    throw err;
+  }
+}
+
+interface Served {
+  readonly requestId: string;
+  readonly region: string;
+  readonly at: number;
+}
+
+beforeAll(async () => {
+  home = await mkdtemp(join(tmpdir(), 'sluice-regions-'));
+  run = startRegions(await freePort('127.0.0.1'));
+  await waitFor('Ctrl-C stops everything', 240_000);
+  state = readState();
+  adminToken = readFileSync(join(home, '.sluice', 'admin-token'), 'utf8').trim();
+  for (const r of state.regions) db.set(r.name, DynamoDBDocumentClient.from(makeDynamoClient(r.endpoint)));
+});
+
+afterAll(async () => {
+  for (const doc of db.values()) doc.destroy();
+  if (run?.child.pid !== undefined && run.child.exitCode === null) {
+    process.kill(-run.child.pid, 'SIGTERM');
+    const stopped = await Promise.race([run.exited.then(() => true), sleep(30_000).then(() => false)]);
+    if (!stopped) process.kill(-run.child.pid, 'SIGKILL');
+  }
+  // Whatever a failed assertion or a crash left running: each region part's own process group.
+  for (const pid of groups) {
+    if (!isAlive(pid)) continue;
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // Gone in between.
+    }
+  }
+  await rm(home, { recursive: true, force: true });
+});
+
+it('two regions behind one front door: races admit exactly what fits, a region killed mid-load is served around and comes back, and the ledger stays exact', async () => {
+  expect(state.regions.map((r) => r.name)).toEqual(['us-east-1', 'us-west-2']);
+  expect(state.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+
+  // ---- Calibration: what one race request holds (the same body always holds the same).
+  const calibration = await workspace('calibration', 1_000);
+  await keyEverywhere(calibration.rawKey);
+  const probe = await client(calibration.rawKey).chat.completions.create(RACE_BODY).withResponse();
+  for await (const chunk of probe.data) void chunk;
+  const probeId = probe.response.headers.get('x-sluice-request-id') as string;
+  let holdMicros = 0;
+  for (let i = 0; holdMicros === 0 && i < 200; i += 1) {
+    for (const r of state.regions) {
+      const row = (await scanAll(r.name, 'usage')).find((u) => u.requestId === probeId && u.state !== 'open');
+      if (row !== undefined) holdMicros = num(row.holdMicros);
+    }
+    if (holdMicros === 0) await sleep(100);
+  }
+  expect(holdMicros).toBeGreaterThan(0);
+
+  // ---- Two 200-way races, at once, spread over both regions.
+  // The balance race: the workspace's credit fits `fitsBalance` holds.
+  const balanceMinor = Math.max(1, Math.round((90 * holdMicros) / MICROS_PER_MINOR));
+  const fitsBalance = Math.floor((balanceMinor * MICROS_PER_MINOR) / holdMicros);
+  expect(fitsBalance).toBeGreaterThan(10);
+  expect(fitsBalance).toBeLessThan(RACE - 10);
+  const poor = await workspace('poor', balanceMinor);
+  // The key-limit race: a rich workspace, its key's credit limit fits `fitsKey` holds.
+  const limitMinor = Math.max(1, Math.round((70 * holdMicros) / MICROS_PER_MINOR));
+  const fitsKey = Math.floor((limitMinor * MICROS_PER_MINOR) / holdMicros);
+  const limited = await workspace('limited', 100_000);
+  await admin('PUT', `/workspaces/${limited.workspaceId}/keys/${limited.keyId}/limit`, { amountMinor: limitMinor, window: 'monthly' });
+  await keyEverywhere(poor.rawKey);
+  await keyEverywhere(limited.rawKey);
+  // Both regions hold the credit and the limit before the race starts.
+  await replicated([poor.workspaceId, limited.workspaceId], 60_000);
+  await sleep(1_500); // every gateway's cache (1 s here) has read the limit
+
+  await simulator('/_sim/default', { model: 'sim-large', behavior: { kind: 'stall', ms: RACE_STALL_MS, afterChunks: 1 } });
+  const [balanceRace, keyRace] = await Promise.all([
+    Promise.all(Array.from({ length: RACE }, () => raceOne(poor.rawKey))),
+    Promise.all(Array.from({ length: RACE }, () => raceOne(limited.rawKey))),
+  ]);
+  // Every answer is in: the admitted streams are ended by their clients (charged what they produced).
+  for (const a of [...balanceRace, ...keyRace]) a.stream?.controller.abort();
+  await simulator('/_sim/reset', {});
+
+  const summary = (answers: RaceAnswer[]) => ({
+    admitted: answers.filter((a) => a.admitted).length,
+    refusedCodes: [...new Set(answers.filter((a) => !a.admitted).map((a) => `${a.status} ${a.code}`))],
+    regions: [...new Set(answers.map((a) => a.region))].sort(),
+  });
+  const balanceSummary = summary(balanceRace);
+  const keySummary = summary(keyRace);
+  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey})`);
+  // The front door spread each race over both regions.
+  expect(balanceSummary.regions).toEqual(['us-east-1', 'us-west-2']);
+  expect(keySummary.regions).toEqual(['us-east-1', 'us-west-2']);
+  // Exactly what fits is admitted; every other request is refused with its own code.
+  expect(balanceSummary).toMatchObject({ admitted: fitsBalance, refusedCodes: ['402 insufficient_credit'] });
+  expect(keySummary).toMatchObject({ admitted: fitsKey, refusedCodes: ['402 key_limit_exceeded'] });
+
+  // ---- Load through the front door; the home region lost mid-load, then brought back.
+  const load = await workspace('load', 100_000);
+  await keyEverywhere(load.rawKey);
+  await simulator('/_sim/default', { model: 'sim-small', behavior: { kind: 'ok', chunkDelayMs: 40 } });
+  const served: Served[] = [];
+  const failed: string[] = [];
+  let stop = false;
+  const worker = async (): Promise<void> => {
+    const c = client(load.rawKey);
+    while (!stop) {
+      try {
+        const { data, response } = await c.chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'load' }], stream: true }).withResponse();
+        for await (const chunk of data) void chunk;
+        served.push({ requestId: response.headers.get('x-sluice-request-id') as string, region: response.headers.get('x-sluice-region') as string, at: Date.now() });
+      } catch (err) {
+        // A reply cut by the region's death, or refused while the front door still sent there.
+        failed.push(err instanceof Error ? err.message : String(err));
+        await sleep(50);
+      }
+    }
+  };
+  const workers = Array.from({ length: LOAD_WORKERS }, () => worker());
+  const until = async (what: string, test: () => boolean, ms: number): Promise<void> => {
+    const deadline = Date.now() + ms;
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms (served ${served.length}, failed ${failed.length}: ${failed.slice(-3).join(' | ')})`);
+      await sleep(50);
+    }
+  };
+  try {
+    const lost = state.regions[0] as RegionsStateFile['regions'][number];
+    const survivor = state.regions[1] as RegionsStateFile['regions'][number];
+    await until('both regions serving the load', () => served.filter((s) => s.region === lost.name).length >= 10 && served.filter((s) => s.region === survivor.name).length >= 10, 60_000);
+
+    const killedAt = Date.now();
+    process.kill(-(lost.gatewayPid as number), 'SIGKILL');
+    process.kill(-(lost.dynamodbPid as number), 'SIGKILL');
+    const before = run?.output().length ?? 0;
+    await waitFor(`region ${lost.name}: its gateway exited`, 30_000, 0);
+    // Serving resumes through the one address, from the other region.
+    await until('serving from the survivor after the loss', () => served.filter((s) => s.at > killedAt + 500 && s.region === survivor.name).length >= 20, 120_000);
+    const firstAfter = served.find((s) => s.at > killedAt)?.at ?? Date.now();
+    console.log(`region ${lost.name} killed; the next reply came ${firstAfter - killedAt} ms later (from ${survivor.name}); ${failed.length} requests failed meanwhile`);
+
+    // Brought back: its DynamoDB Local and its gateway on the same ports and data.
+    process.kill((run as Run).child.pid as number, 'SIGUSR2');
+    await waitFor('every region is running', 120_000, before);
+    state = readState();
+    const backAt = Date.now();
+    await until('serving from the region brought back', () => served.some((s) => s.at > backAt && s.region === lost.name), 120_000);
+  } finally {
+    stop = true;
+    await Promise.all(workers);
+  }
+  await simulator('/_sim/reset', {});
+
+  // ---- After replication catches up: every hold settled (the lost region's by its own sweeper), both replicas equal.
+  const all = [calibration, poor, limited, load];
+  const ids = all.map((w) => w.workspaceId);
+  const settleDeadline = Date.now() + REQUEST_LIMIT_MS + 90_000;
+  while ((await openRows(ids)) > 0) {
+    if (Date.now() > settleDeadline) throw new Error(`${await openRows(ids)} holds still open`);
+    await sleep(500);
+  }
+  const { ledger, usage, rollups } = await replicated(ids, 120_000);
+
+  for (const w of all) {
+    const m = money(ledger, w.workspaceId);
+    const rows = usage.filter((u) => u.workspaceId === w.workspaceId);
+    const label = { workspace: w.workspaceId };
+    expect(m.items).toBeGreaterThan(0);
+    // The invariant summed over both regions, with nothing in transit and nothing lost.
+    expect({ ...label, credited: m.credited }).toEqual({ ...label, credited: m.available + m.held + m.spent });
+    expect({ ...label, credited: m.credited }).toEqual({ ...label, credited: w.creditedMicros });
+    // Every hold settled; nothing overspent.
+    expect({ ...label, held: m.held, open: rows.filter((u) => u.state === 'open').length }).toEqual({ ...label, held: 0, open: 0 });
+    expect(m.available).toBeGreaterThanOrEqual(0);
+    expect(m.spent).toBeLessThanOrEqual(m.credited);
+    // Each request one row; the money spent is the rows' charges, each once.
+    const requestIds = rows.map((u) => u.requestId);
+    expect(new Set(requestIds).size).toBe(requestIds.length);
+    expect({ ...label, spent: m.spent }).toEqual({ ...label, spent: rows.reduce((a, u) => a + num(u.chargeMicros), 0) });
+    // The aggregator counted every row once: the month's totals (every region's, every shard) equal the rows.
+    const totals = rollups.filter((r) => typeof r.pk === 'string' && r.pk.startsWith(`WS#${w.workspaceId}`) && r.pk.includes('#MONTH#') && r.sk === 'ALL');
+    expect({ ...label, requests: totals.reduce((a, r) => a + num(r.requests), 0), charge: totals.reduce((a, r) => a + num(r.chargeMicros), 0) }).toEqual({
+      ...label,
+      requests: rows.length,
+      charge: rows.reduce((a, u) => a + num(u.chargeMicros), 0),
+    });
+  }
+  // No lost charge: every reply a client received has its settled row.
+  const rowIds = new Set(usage.map((u) => u.requestId));
+  expect(served.filter((s) => !rowIds.has(s.requestId))).toEqual([]);
+  expect(balanceRace.filter((a) => a.admitted && !rowIds.has(a.requestId as string))).toEqual([]);
+  // Refusals hold and charge nothing: one row per admitted race request, none for a refused one.
+  expect(usage.filter((u) => u.workspaceId === poor.workspaceId)).toHaveLength(fitsBalance);
+  expect(usage.filter((u) => u.workspaceId === limited.workspaceId)).toHaveLength(fitsKey);
+  // The key's limit was never overspent across the regions.
+  const keyCharges = usage.filter((u) => u.workspaceId === limited.workspaceId).reduce((a, u) => a + num(u.chargeMicros), 0);
+  expect(keyCharges).toBeLessThanOrEqual(limitMinor * MICROS_PER_MINOR);
+});
