@@ -1,7 +1,8 @@
 /**
  * One region of `npm run start:regions`, in a process of its own so it can be killed (SIGKILL
  * included) without the other region noticing anything but its absence: the gateway handler on
- * `PORT`, the aggregator on this region's usage stream, the sweeper on a timer, each the deployed
+ * `PORT`, the aggregator on this region's usage stream, the sweeper on a timer and the transfer
+ * agent on its ledger stream, each the deployed
  * handler as `npm start` runs it (`../services.ts`), configured from the environment the start
  * gives it: `SLUICE_REGION` (and `AWS_REGION`) the region's name, `SLUICE_REGIONS` every region
  * (the first is the home region), `SLUICE_DYNAMODB_ENDPOINT` the region's own DynamoDB Local.
@@ -12,7 +13,10 @@ import { ENV } from '../../lambdas/shared/config';
 import { installLambdaShim } from '../lambda-shim';
 import { sweepEveryMs } from '../sweep-interval';
 import { message, portFrom, serveGateway, startAggregator, startSweeper } from '../services';
-import { REGION_ENV } from './settings';
+import { regionUsageFilters } from '../../lambdas/aggregator/mapping';
+import { homeRegion, regionSetupFromEnv } from '../../lambdas/store/regions';
+import { REGION_ENV, REGIONS_ENV } from './settings';
+import { startTransferAgent } from './transfer-agent';
 
 async function main(): Promise<void> {
   const region = process.env[REGION_ENV];
@@ -44,8 +48,20 @@ async function main(): Promise<void> {
 
   const gateway = await serveGateway(gatewayModule.handler, portFrom(process.env, 'PORT', 0), say, 'let npm run start:regions choose the ports');
   stops.push(() => gateway.close());
-  const aggregator = await startAggregator({ endpoint, tablePrefix: prefix, handler: (event) => aggregatorModule.handler(event), log: say });
+  // Each region's aggregator takes only its own region's settlements, as its deployed mapping's filter does.
+  const setup = regionSetupFromEnv(process.env);
+  if (setup === undefined) throw new Error(`${REGIONS_ENV} must be set (npm run start:regions sets it)`);
+  const aggregator = await startAggregator({
+    endpoint,
+    tablePrefix: prefix,
+    handler: (event) => aggregatorModule.handler(event),
+    filters: regionUsageFilters(region, region === homeRegion(setup)),
+    log: say,
+  });
   stops.push(() => aggregator.stop());
+  // The transfer agent: other regions' asks and sends, read from this region's replicated ledger stream.
+  const agent = await startTransferAgent({ endpoint, tablePrefix: prefix, setup, region, log: say });
+  stops.push(() => agent.stop());
   const sweeper = startSweeper({
     handler: (event, context) => sweeperModule.handler(event, context),
     everyMs: sweepEveryMs(process.env),

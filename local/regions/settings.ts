@@ -3,10 +3,12 @@
  * process. Kept apart from the entry points, which start running when imported.
  */
 
-/** The variable naming the region a process serves (deployed: each region's functions get their own). */
-export const REGION_ENV = 'SLUICE_REGION';
+import { REGION_ENV as LEDGER_REGION_ENV } from '../../lambdas/store/regions';
+
+/** The variable naming the region a process serves (the runtime's, `lambdas/store/regions.ts`). */
+export const REGION_ENV = LEDGER_REGION_ENV.region;
 /** The variable listing the stage's regions, comma-separated, the home region first. */
-export const REGIONS_ENV = 'SLUICE_REGIONS';
+export const REGIONS_ENV = LEDGER_REGION_ENV.regions;
 /** The replicator's lag, milliseconds (500 by default). */
 export const LAG_ENV = 'SLUICE_REPLICATION_LAG_MS';
 /** `spread` (by default: one region per client connection) or `ordered` (the first healthy region). */
