@@ -69,7 +69,9 @@ function startRegions(port: number): Run {
     PORT: String(port),
     SLUICE_ADMIN_PORT: '0',
     SLUICE_CONSOLE_PORT: '0',
-    SLUICE_REPLICATION_LAG_MS: '500',
+    SLUICE_REPLICATION_LAG_MS: '250',
+    // An urgent transfer is two replication hops and two stream polls; on a loaded machine, room to spare.
+    SLUICE_TRANSFER_WAIT_MS: '8000',
     SLUICE_REQUEST_LIMIT_MS: String(REQUEST_LIMIT_MS),
     SLUICE_HOLD_GRACE_MS: '0',
     SLUICE_LOCAL_SWEEP_EVERY_MS: '1000',
@@ -219,16 +221,28 @@ interface RaceAnswer {
   readonly stream?: AsyncIterable<unknown> & { controller: AbortController };
 }
 
-/** One race request: admitted when its stream opens (the reply then stalls), refused otherwise. No retries: a retry would be a second request. */
+/** `503 balance_unavailable` answers seen in the races (the store too slow on a loaded machine); each was retried. */
+let unavailable = 0;
+
+/**
+ * One race request: admitted when its stream opens (the reply then stalls), refused otherwise.
+ * Retried only on `503 balance_unavailable`, as SPEC tells clients to (the store did not answer
+ * in time, so nothing was admitted: the rows counted at the end show it); any other answer is final.
+ */
 async function raceOne(key: string): Promise<RaceAnswer> {
-  try {
-    const { data, response } = await client(key, 0).chat.completions.create(RACE_BODY).withResponse();
-    return { admitted: true, status: response.status, region: response.headers.get('x-sluice-region'), requestId: response.headers.get('x-sluice-request-id'), stream: data };
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const { data, response } = await client(key, 0).chat.completions.create(RACE_BODY).withResponse();
+      return { admitted: true, status: response.status, region: response.headers.get('x-sluice-region'), requestId: response.headers.get('x-sluice-request-id'), stream: data };
+    } catch (err) {
+      if (!(err instanceof OpenAI.APIError)) throw err;
+      if (err.status === 503 && err.code === 'balance_unavailable' && attempt < 10) {
+        unavailable += 1;
+        await sleep(250 * attempt);
+        continue;
+      }
       return { admitted: false, status: err.status ?? 0, code: String(err.code ?? ''), region: err.headers?.get('x-sluice-region') ?? null, requestId: err.headers?.get('x-sluice-request-id') ?? null };
     }
-    throw err;
   }
 }
 
@@ -248,6 +262,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // Shown only when the test fails (the quiet environment): what the regions said.
+  if (run !== undefined) console.log(`start:regions output (end):\n${run.output().split('\n').filter((l) => !/^\[[a-z0-9-]+\] \[gateway\] 200 /.test(l)).join('\n').slice(-12_000)}`);
   for (const doc of db.values()) doc.destroy();
   if (run?.child.pid !== undefined && run.child.exitCode === null) {
     process.kill(-run.child.pid, 'SIGTERM');
@@ -305,12 +321,16 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   await sleep(1_500); // every gateway's cache (1 s here) has read the limit
 
   await simulator('/_sim/default', { model: 'sim-large', behavior: { kind: 'stall', ms: RACE_STALL_MS, afterChunks: 1 } });
-  const [balanceRace, keyRace] = await Promise.all([
-    Promise.all(Array.from({ length: RACE }, () => raceOne(poor.rawKey))),
-    Promise.all(Array.from({ length: RACE }, () => raceOne(limited.rawKey))),
-  ]);
+  // One race after the other (400 streams at once would only measure this machine's load).
+  const raceStarted = Date.now();
+  const balanceRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(poor.rawKey)));
+  const balanceRaceMs = Date.now() - raceStarted;
   // Every answer is in: the admitted streams are ended by their clients (charged what they produced).
-  for (const a of [...balanceRace, ...keyRace]) a.stream?.controller.abort();
+  for (const a of balanceRace) a.stream?.controller.abort();
+  const keyRaceStarted = Date.now();
+  const keyRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(limited.rawKey)));
+  const keyRaceMs = Date.now() - keyRaceStarted;
+  for (const a of keyRace) a.stream?.controller.abort();
   await simulator('/_sim/reset', {});
 
   const summary = (answers: RaceAnswer[]) => ({
@@ -320,13 +340,8 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   });
   const balanceSummary = summary(balanceRace);
   const keySummary = summary(keyRace);
-  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey})`);
-  // The front door spread each race over both regions.
-  expect(balanceSummary.regions).toEqual(['us-east-1', 'us-west-2']);
-  expect(keySummary.regions).toEqual(['us-east-1', 'us-west-2']);
-  // Exactly what fits is admitted; every other request is refused with its own code.
-  expect(balanceSummary).toMatchObject({ admitted: fitsBalance, refusedCodes: ['402 insufficient_credit'] });
-  expect(keySummary).toMatchObject({ admitted: fitsKey, refusedCodes: ['402 key_limit_exceeded'] });
+  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
+  // The races' outcomes are asserted at the end, with the ledger they left, so one run shows every finding.
 
   // ---- Load through the front door; the home region lost mid-load, then brought back.
   const load = await workspace('load', 100_000);
@@ -400,41 +415,61 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   }
   const { usage, rollups } = await replicated(ids, 120_000);
 
-  for (const w of all) {
+  // Everything found, compared at once with what must be (a failure shows every difference).
+  const rowIds = new Set(usage.map((u) => u.requestId));
+  const rowsOf = (w: TestWorkspace): Item[] => usage.filter((u) => u.workspaceId === w.workspaceId);
+  const charges = (rows: Item[]): number => rows.reduce((a, u) => a + num(u.chargeMicros), 0);
+  const found: Record<string, unknown> = {
+    // The front door spread each race over both regions; exactly what fits was admitted, every
+    // other request refused with its own code; one row per admitted request, none for a refusal.
+    balanceRace: { ...balanceSummary, rows: rowsOf(poor).length },
+    keyRace: { ...keySummary, rows: rowsOf(limited).length, keyChargesWithinLimit: charges(rowsOf(limited)) <= limitMinor * MICROS_PER_MINOR },
+    // No lost charge: every reply a client received has its settled row.
+    servedWithoutRow: served.filter((s) => !rowIds.has(s.requestId)).length,
+    admittedWithoutRow: [...balanceRace, ...keyRace].filter((a) => a.admitted && !rowIds.has(a.requestId as string)).length,
+  };
+  const want: Record<string, unknown> = {
+    balanceRace: { admitted: fitsBalance, refusedCodes: ['402 insufficient_credit'], regions: ['us-east-1', 'us-west-2'], rows: fitsBalance },
+    keyRace: { admitted: fitsKey, refusedCodes: ['402 key_limit_exceeded'], regions: ['us-east-1', 'us-west-2'], rows: fitsKey, keyChargesWithinLimit: true },
+    servedWithoutRow: 0,
+    admittedWithoutRow: 0,
+  };
+  for (const [name, w] of [['calibration', calibration], ['poor', poor], ['limited', limited], ['load', load]] as const) {
     const [home, other] = await Promise.all(SETUP.regions.map((r) => money(r, w.workspaceId)));
     if (home === undefined || other === undefined) throw new Error('two regions expected');
-    // Both replicas read the same money.
-    expect(other).toEqual(home);
-    const m = { credited: home.creditedMicros, available: home.availableMicros, held: home.heldMicros, spent: home.spentMicros };
-    const rows = usage.filter((u) => u.workspaceId === w.workspaceId);
-    const label = { workspace: w.workspaceId };
-    // The invariant summed over both regions, with nothing in transit and nothing lost.
-    expect({ ...label, credited: m.credited }).toEqual({ ...label, credited: m.available + m.held + m.spent });
-    expect({ ...label, credited: m.credited, inTransit: home.inTransitMicros }).toEqual({ ...label, credited: w.creditedMicros, inTransit: 0 });
-    // Every hold settled; nothing overspent, in any region.
-    expect({ ...label, held: m.held, open: rows.filter((u) => u.state === 'open').length }).toEqual({ ...label, held: 0, open: 0 });
-    for (const r of home.regions) expect({ ...label, region: r.region, available: r.availableMicros >= 0 }).toEqual({ ...label, region: r.region, available: true });
-    expect(m.spent).toBeLessThanOrEqual(m.credited);
-    // Each request one row; the money spent is the rows' charges, each once.
-    const requestIds = rows.map((u) => u.requestId);
-    expect(new Set(requestIds).size).toBe(requestIds.length);
-    expect({ ...label, spent: m.spent }).toEqual({ ...label, spent: rows.reduce((a, u) => a + num(u.chargeMicros), 0) });
-    // The aggregator counted every row once: the month's totals (every region's, every shard) equal the rows.
+    const rows = rowsOf(w);
     const totals = rollups.filter((r) => typeof r.pk === 'string' && r.pk.startsWith(`WS#${w.workspaceId}`) && r.pk.includes('#MONTH#') && r.sk === 'ALL');
-    expect({ ...label, requests: totals.reduce((a, r) => a + num(r.requests), 0), charge: totals.reduce((a, r) => a + num(r.chargeMicros), 0) }).toEqual({
-      ...label,
-      requests: rows.length,
-      charge: rows.reduce((a, u) => a + num(u.chargeMicros), 0),
-    });
+    found[name] = {
+      // Both replicas read the same money.
+      replicasAgree: JSON.stringify(other) === JSON.stringify(home),
+      // The invariant summed over both regions, with nothing in transit and nothing lost.
+      invariant: home.creditedMicros === home.availableMicros + home.heldMicros + home.spentMicros,
+      credited: home.creditedMicros,
+      inTransit: home.inTransitMicros,
+      // Every hold settled; nothing overspent, in any region.
+      held: home.heldMicros,
+      openRows: rows.filter((u) => u.state === 'open').length,
+      regionsBelowZero: home.regions.filter((r) => r.availableMicros < 0).map((r) => r.region),
+      spentWithinCredit: home.spentMicros <= home.creditedMicros,
+      // Each request one row; the money spent is the rows' charges, each once.
+      duplicateRows: rows.length - new Set(rows.map((u) => u.requestId)).size,
+      spentMinusCharges: home.spentMicros - charges(rows),
+      // The aggregator counted every row once: the month's totals (every region's, every shard) equal the rows.
+      totalsMinusRows: { requests: totals.reduce((a, r) => a + num(r.requests), 0) - rows.length, charge: totals.reduce((a, r) => a + num(r.chargeMicros), 0) - charges(rows) },
+    };
+    want[name] = {
+      replicasAgree: true,
+      invariant: true,
+      credited: w.creditedMicros,
+      inTransit: 0,
+      held: 0,
+      openRows: 0,
+      regionsBelowZero: [],
+      spentWithinCredit: true,
+      duplicateRows: 0,
+      spentMinusCharges: 0,
+      totalsMinusRows: { requests: 0, charge: 0 },
+    };
   }
-  // No lost charge: every reply a client received has its settled row.
-  const rowIds = new Set(usage.map((u) => u.requestId));
-  expect(served.filter((s) => !rowIds.has(s.requestId))).toEqual([]);
-  expect(balanceRace.filter((a) => a.admitted && !rowIds.has(a.requestId as string))).toEqual([]);
-  // Refusals hold and charge nothing: one row per admitted race request, none for a refused one.
-  expect(usage.filter((u) => u.workspaceId === poor.workspaceId)).toHaveLength(fitsBalance);
-  expect(usage.filter((u) => u.workspaceId === limited.workspaceId)).toHaveLength(fitsKey);
-  // The key's limit was never overspent across the regions.
-  const keyCharges = usage.filter((u) => u.workspaceId === limited.workspaceId).reduce((a, u) => a + num(u.chargeMicros), 0);
-  expect(keyCharges).toBeLessThanOrEqual(limitMinor * MICROS_PER_MINOR);
+  expect(found).toEqual(want);
 });
