@@ -473,7 +473,8 @@ async function start(): Promise<void> {
     regions: regions.map((r) => ({ name: r.name, url: r.gatewayUrl as string })),
     port: portFrom(process.env, 'PORT', DEFAULT_PORT),
     routing: ROUTING,
-    health: { headers: { authorization: `Bearer ${probeKey}` } },
+    // A 2 s probe timeout (the front door's default is 1 s): a gateway on a busy laptop is slow, not lost.
+    health: { headers: { authorization: `Bearer ${probeKey}` }, timeoutMs: 2_000 },
     log: warn,
   });
   cleanups.push({ name: 'front door', run: () => frontDoor.close() });

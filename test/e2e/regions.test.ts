@@ -203,11 +203,19 @@ function money(region: string, workspaceId: string): Promise<RegionalBalance> {
   return readRegionalBalance(db.get(region) as DynamoDBDocumentClient, tables, SETUP, workspaceId);
 }
 
-/** Open rows (holds) of these workspaces in any region's replica. */
-async function openRows(ids: readonly string[]): Promise<number> {
-  let open = 0;
-  for (const r of state.regions) open += (await scanAll(r.name, 'usage')).filter((i) => belongsTo(i, ids) && i.state === 'open').length;
-  return open;
+/** Open rows (holds) of these workspaces in any region's replica, and what they are (no prompt or reply is in a row). */
+async function openRows(ids: readonly string[]): Promise<{ count: number; kinds: Record<string, number> }> {
+  let count = 0;
+  const kinds: Record<string, number> = {};
+  for (const r of state.regions) {
+    for (const row of (await scanAll(r.name, 'usage')).filter((i) => belongsTo(i, ids) && i.state === 'open')) {
+      count += 1;
+      const age = Math.round((Date.now() - num(row.startedAt)) / 10_000) * 10;
+      const kind = `in ${r.name}: row of ${String(row.region)}, ws ${ids.indexOf(String(row.workspaceId))}, shard ${String(row.expiryShard)}, ~${age} s old`;
+      kinds[kind] = (kinds[kind] ?? 0) + 1;
+    }
+  }
+  return { count, kinds };
 }
 
 const RACE_BODY = { model: 'local/sim-large', messages: [{ role: 'user' as const, content: 'race' }], max_tokens: 700, stream: true as const };
@@ -407,9 +415,9 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   let last = '';
   for (;;) {
     const open = await openRows(ids);
-    const inTransit = open > 0 ? [] : (await Promise.all(all.map((w) => money(SETUP.regions[0] as string, w.workspaceId)))).map((b) => b.inTransitMicros);
-    if (open === 0 && inTransit.every((t) => t === 0)) break;
-    last = `${open} holds open, in transit ${JSON.stringify(inTransit)}`;
+    const inTransit = open.count > 0 ? [] : (await Promise.all(all.map((w) => money(SETUP.regions[0] as string, w.workspaceId)))).map((b) => b.inTransitMicros);
+    if (open.count === 0 && inTransit.every((t) => t === 0)) break;
+    last = `${open.count} holds open (${JSON.stringify(open.kinds)}), in transit ${JSON.stringify(inTransit)}`;
     if (Date.now() > settleDeadline) throw new Error(`not settled: ${last}`);
     await sleep(500);
   }
