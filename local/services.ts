@@ -103,6 +103,9 @@ export function startAggregator(input: {
   });
 }
 
+/** The deployed sweeper's timeout (`lib/sweeper.ts`), which its handler keeps a safety margin inside. */
+export const SWEEPER_TIMEOUT_MS = 55_000;
+
 /** A timer that runs a scheduled function. */
 export interface LocalSchedule {
   /** Clears the timer and waits for a run in flight. */
@@ -138,7 +141,10 @@ export function startSweeper(input: {
       resources: [`arn:aws:events:${input.region}:000000000000:rule/${input.functionName}`],
       detail: {},
     };
-    const context = makeLambdaContext({ functionName: input.functionName, timeoutMs: input.everyMs });
+    // The deployed function's own timeout, whatever the schedule: with the interval as its budget, a
+    // local interval under the sweeper's 10 s safety margin left it no time at all, and it settled
+    // nothing. Runs never overlap (a run still going skips the tick).
+    const context = makeLambdaContext({ functionName: input.functionName, timeoutMs: SWEEPER_TIMEOUT_MS });
     sweeping = input
       .handler(event, context)
       .then(({ swept }) => {
