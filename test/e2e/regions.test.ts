@@ -271,7 +271,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // Shown only when the test fails (the quiet environment): what the regions said.
-  if (run !== undefined) console.log(`start:regions output (end):\n${run.output().split('\n').filter((l) => !/^\[[a-z0-9-]+\] \[gateway\] 200 /.test(l)).join('\n').slice(-12_000)}`);
+  if (run !== undefined) console.log(`start:regions output (end):\n${run.output().split('\n').filter((l) => !/^\[[a-z0-9-]+\] \[gateway\] 200 /.test(l)).join('\n').slice(-40_000)}`);
   for (const doc of db.values()) doc.destroy();
   if (run?.child.pid !== undefined && run.child.exitCode === null) {
     process.kill(-run.child.pid, 'SIGTERM');
