@@ -7,7 +7,19 @@
  */
 import { stageSettings, STAGE_NAMES } from '../lib/stage';
 import { TABLES } from '../lambdas/shared/schema';
-import { LIMIT_VARIANTS, type AggregatorPoint, type LimitVariant, type ManagedProfile, type Measured, type OverheadPoint, type StageProfile, type StoreUnits, type StreamBatching } from './cost-model';
+import {
+  LIMIT_VARIANTS,
+  type AggregatorPoint,
+  type LimitVariant,
+  type ManagedProfile,
+  type Measured,
+  type OverheadPoint,
+  type ReplicatedPoint,
+  type ReplicatedStore,
+  type StageProfile,
+  type StoreUnits,
+  type StreamBatching,
+} from './cost-model';
 
 type Json = Readonly<Record<string, unknown>>;
 
@@ -42,6 +54,28 @@ function batchingFrom(v: unknown): StreamBatching | undefined {
     : { batchSize, windowSeconds, recordsPerRequest, rowsPerRequest, shards };
 }
 
+/** A store map's replicated figures (`writeUnits`, `indexWriteUnits`, `upperBoundWriteUnits`, `bytes`), or undefined. */
+function replicatedPointFrom(v: unknown): ReplicatedPoint | undefined {
+  const writeUnits = num(at(v, 'writeUnits'));
+  const bytes = num(at(v, 'bytes'));
+  if (writeUnits === undefined || bytes === undefined) return undefined;
+  return { writeUnits, indexWriteUnits: num(at(v, 'indexWriteUnits')) ?? 0, upperBoundWriteUnits: num(at(v, 'upperBoundWriteUnits')) ?? writeUnits, bytes };
+}
+
+/** A variant's `replicated` figures: the gateway's, and the aggregator's at the batch size of each rate. */
+function replicatedStoreFrom(v: unknown): ReplicatedStore | undefined {
+  const gateway = replicatedPointFrom(at(v, 'replicated', 'gateway'));
+  if (gateway === undefined) return undefined;
+  const aggregator = Object.values(obj(at(v, 'replicated', 'aggregator')) ?? {})
+    .flatMap((p) => {
+      const batchSize = num(at(p, 'rowsPerBatch'));
+      const point = replicatedPointFrom(p);
+      return batchSize === undefined || point === undefined ? [] : [{ batchSize, ...point }];
+    })
+    .sort((x, y) => x.batchSize - y.batchSize);
+  return { gateway, aggregator };
+}
+
 /**
  * The store map's figures (bench.json `storeMap`) as units, or undefined when it holds none. The
  * one function that knows the store map's field names.
@@ -60,6 +94,7 @@ export function storeUnitsFrom(storeMap: unknown): StoreUnits | undefined {
   if (Array.isArray(map.variants) && map.variants.length > 0) {
     const gateway = {} as Record<LimitVariant, { writeUnits: number; readUnits: number | null }>;
     const aggregator = {} as Record<LimitVariant, AggregatorPoint[]>;
+    const replicated = {} as Record<LimitVariant, ReplicatedStore>;
     for (const v of map.variants) {
       const variant = VARIANT_OF[String(at(v, 'limits'))];
       const writeUnits = num(at(v, 'gateway', 'writeUnits'));
@@ -72,16 +107,23 @@ export function storeUnitsFrom(storeMap: unknown): StoreUnits | undefined {
           return batchSize === undefined || units === undefined ? [] : [{ batchSize, writeUnits: units, readUnits: num(at(p, 'readUnits')) ?? null }];
         })
         .sort((x, y) => x.batchSize - y.batchSize);
+      const r = replicatedStoreFrom(v);
+      if (r !== undefined) replicated[variant] = r;
     }
     if (LIMIT_VARIANTS.some((v) => gateway[v] === undefined)) return undefined;
+    const hasReplicated = LIMIT_VARIANTS.every((v) => replicated[v] !== undefined);
     const batching = batchingFrom(at(map, 'aggregatorBatching'));
     const sweeperReads = num(at(map, 'sweeperRun', 'readUnits'));
+    const sweeperReplicated = num(at(map, 'sweeperRun', 'replicatedWriteUnits'));
     return {
-      source: 'storeMap.variants (limits none and every), storeMap.aggregatorBatching, storeMap.sweeperRun',
+      source: `storeMap.variants (limits none and every${hasReplicated ? ', with their replicated figures' : ''}), storeMap.aggregatorBatching, storeMap.sweeperRun`,
       gateway,
       aggregator,
       ...(batching === undefined ? {} : { batching }),
-      ...(sweeperReads === undefined ? {} : { sweeperRun: { readUnits: sweeperReads, writeUnits: num(at(map, 'sweeperRun', 'writeUnits')) ?? 0 } }),
+      ...(sweeperReads === undefined
+        ? {}
+        : { sweeperRun: { readUnits: sweeperReads, writeUnits: num(at(map, 'sweeperRun', 'writeUnits')) ?? 0, ...(sweeperReplicated === undefined ? {} : { replicatedWriteUnits: sweeperReplicated }) } }),
+      ...(hasReplicated ? { replicated } : {}),
     };
   }
   const loads = Array.isArray(map.loads) ? map.loads : [];
@@ -161,6 +203,10 @@ export function measuredFrom(bench: unknown): Measured {
   const sources: Record<string, string> = {};
   const store = storeUnitsFrom(at(bench, 'storeMap'));
   sources.dynamodbUnits = store?.source ?? STATED_STORE.source;
+  sources.replicatedUnits =
+    store?.replicated !== undefined
+      ? 'measured: bench.json storeMap.variants[].replicated (a second region: write units as plain writes, index writes, bytes)'
+      : "stated: no replicated figures in bench.json; a second region is billed the writing region's own units (an upper bound: a transaction's writes doubled) and 1 KB a unit replicated";
   const ci = obj(at(bench, 'costInputs')) as Partial<CostInputs> | undefined;
   const measuredOr = <T>(name: string, value: T | undefined, stated: T, what: string): T => {
     sources[name] = value === undefined ? `stated (${what} not in bench.json)` : `measured: bench.json costInputs.${name}`;

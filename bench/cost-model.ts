@@ -37,6 +37,25 @@ export interface StreamBatching {
   readonly shards: number;
 }
 
+/**
+ * Writes as another region holding a replica is billed for them, per request (the store map's
+ * `replicated` figures): `writeUnits` as plain writes, index writes there included (of which
+ * `indexWriteUnits`); `upperBoundWriteUnits` with a transaction's copy billed doubled; `bytes`
+ * replicated.
+ */
+export interface ReplicatedPoint {
+  readonly writeUnits: number;
+  readonly indexWriteUnits: number;
+  readonly upperBoundWriteUnits: number;
+  readonly bytes: number;
+}
+
+/** The replicated figures of one limit variant: the gateway's, and the aggregator's at each batch size. */
+export interface ReplicatedStore {
+  readonly gateway: ReplicatedPoint;
+  readonly aggregator: readonly (ReplicatedPoint & { readonly batchSize: number })[];
+}
+
 /** DynamoDB units as the store map measured them (`cost-inputs.ts` reads them). */
 export interface StoreUnits {
   /** Which figures of bench.json these are, for the report. */
@@ -47,8 +66,10 @@ export interface StoreUnits {
   readonly aggregator: Readonly<Record<LimitVariant, readonly AggregatorPoint[]>>;
   /** The mapping's batching, when the store map reports it; else the model's own (no window). */
   readonly batching?: StreamBatching;
-  /** One sweeper run's units, when the store map measures them. */
-  readonly sweeperRun?: { readonly readUnits: number; readonly writeUnits: number };
+  /** One sweeper run's units, when the store map measures them (and what its writes cost in another region). */
+  readonly sweeperRun?: { readonly readUnits: number; readonly writeUnits: number; readonly replicatedWriteUnits?: number };
+  /** What another region is billed for the writes replicated to it, when the store map measures it. */
+  readonly replicated?: Readonly<Record<LimitVariant, ReplicatedStore>>;
 }
 
 /** The gateway's time beyond the reply at one memory size, measured under Lambda's CPU share. */
@@ -126,6 +147,23 @@ export interface Assumptions {
   readonly natGateways: number;
   /** On a managed instance the logs and the provider traffic leave through the NAT; DynamoDB through a gateway endpoint (free). */
   readonly logsThroughNat: boolean;
+  /**
+   * Two regions or more (docs/regions.md): each region's warden runs every `wardenEverySeconds`
+   * for `wardenBusySeconds` at `wardenMemoryMb`, probing every region's gateway every
+   * `probeEverySeconds` (a probe is a gateway invocation that writes `probeWriteUnits`); the
+   * configuration home writes a heartbeat item every `heartbeatEverySeconds`; the front door's
+   * function reads `kvsReadsPerRequest` keys of its KeyValueStore per request; the notifier runs
+   * in `notifierRegions` (the configuration home only).
+   */
+  readonly wardenMemoryMb: number;
+  readonly wardenEverySeconds: number;
+  readonly wardenBusySeconds: number;
+  readonly probeEverySeconds: number;
+  readonly probeWriteUnits: number;
+  readonly heartbeatEverySeconds: number;
+  readonly heartbeatWriteUnits: number;
+  readonly kvsReadsPerRequest: number;
+  readonly notifierRegions: number;
 }
 
 export const ASSUMPTIONS: Assumptions = {
@@ -153,6 +191,15 @@ export const ASSUMPTIONS: Assumptions = {
   managedReservedGibPerInstance: 0,
   natGateways: 3,
   logsThroughNat: true,
+  wardenMemoryMb: 128,
+  wardenEverySeconds: 60,
+  wardenBusySeconds: 55,
+  probeEverySeconds: 5,
+  probeWriteUnits: 1,
+  heartbeatEverySeconds: 5,
+  heartbeatWriteUnits: 1,
+  kvsReadsPerRequest: 1,
+  notifierRegions: 1,
 };
 
 /** A stage's gateway on Lambda Managed Instances (lib/stage.ts `managedInstances`). */
@@ -202,7 +249,15 @@ export interface Scenario {
   /** The gateway's memory (on-demand); the environment size for managed instances. */
   readonly memoryMb: number;
   readonly replySeconds: number;
+  /** The stage's sustained rate, all regions together, spread evenly over them. */
   readonly requestsPerSecond: number;
+  /**
+   * Regions the stage runs in (docs/regions.md): 1 (or absent) is today's one-region stack; two or
+   * more are global tables with a replica in each, a gateway, sweeper and aggregator per region,
+   * and the front door (CloudFront, its function and KeyValueStore, the wardens) before them.
+   * @default 1
+   */
+  readonly regions?: number;
 }
 
 /** Every line the model prices, and the component (bench.json's `usdPerMillion` keys) it belongs to. */
@@ -229,6 +284,17 @@ export const LINES = {
   natHours: 'other',
   natBytes: 'other',
   crossZone: 'other',
+  // Two regions or more (zero with one).
+  warden: 'lambda',
+  replicatedWrites: 'dynamodb',
+  replicaIndexWrites: 'dynamodb',
+  replicatedTtlDeletes: 'dynamodb',
+  frontDoorWrites: 'dynamodb',
+  crossRegion: 'other',
+  cloudfrontRequests: 'other',
+  cloudfrontFunction: 'other',
+  kvsReads: 'other',
+  toOrigin: 'other',
 } as const;
 
 export type LineName = keyof typeof LINES;
@@ -258,6 +324,15 @@ export interface ScenarioCost {
   readonly aggregatorBatch: Exact;
   readonly gatewayBilledMs: number;
   readonly fleet?: Fleet;
+  /** Regions priced (1 unless the scenario says). */
+  readonly regions: number;
+  /**
+   * With two regions or more: per request, what each other region is billed for the writes
+   * replicated to it (write units as plain writes, index writes included; the same with a
+   * transaction's copy doubled) and the bytes replicated to it; and the total if AWS billed a
+   * transaction's replicated copy doubled (the upper bound).
+   */
+  readonly replication?: { readonly writeUnits: Exact; readonly upperBoundWriteUnits: Exact; readonly bytes: Exact; readonly upperBoundTotal: Exact };
 }
 
 const E = (v: number | string): Exact => Exact.of(v);
@@ -276,17 +351,34 @@ export function cpuShare(memoryMb: number, mbPerVcpu: Exact): Exact {
  * and about one shard per 1,000 rows a second.
  */
 export function aggregatorBatch(requestsPerSecond: number, pollsPerSecond: Exact, a: Assumptions, batching?: StreamBatching): Exact {
-  const b: StreamBatching = batching ?? {
+  const b: StreamBatching = batching ?? deployedBatching(requestsPerSecond, a);
+  const perShard = E(requestsPerSecond).mul(E(b.recordsPerRequest)).div(E(Math.max(1, b.shards)));
+  const gathered = b.windowSeconds > 0 ? perShard.mul(E(b.windowSeconds)) : perShard.div(pollsPerSecond);
+  const records = Exact.min(E(b.batchSize), gathered);
+  return Exact.max(Exact.ONE, records.mul(E(b.rowsPerRequest)).div(E(Math.max(1, b.recordsPerRequest))));
+}
+
+/** The deployed mapping's batching (`lambdas/aggregator/mapping.ts`), about one stream shard per 1,000 rows a second. */
+export function deployedBatching(requestsPerSecond: number, a: Assumptions): StreamBatching {
+  return {
     batchSize: USAGE_STREAM_MAPPING.batchSize,
     windowSeconds: USAGE_STREAM_MAPPING.maxBatchingWindowSeconds,
     recordsPerRequest: USAGE_STREAM_MAPPING.recordsPerRequest,
     rowsPerRequest: USAGE_STREAM_MAPPING.rowsPerRequest,
     shards: Math.max(1, Math.ceil(requestsPerSecond / a.rowsPerSecondPerShard)),
   };
-  const perShard = E(requestsPerSecond).mul(E(b.recordsPerRequest)).div(E(Math.max(1, b.shards)));
-  const gathered = b.windowSeconds > 0 ? perShard.mul(E(b.windowSeconds)) : perShard.div(pollsPerSecond);
-  const records = Exact.min(E(b.batchSize), gathered);
-  return Exact.max(Exact.ONE, records.mul(E(b.rowsPerRequest)).div(E(Math.max(1, b.recordsPerRequest))));
+}
+
+/**
+ * One region's aggregator among `regions`, as {@link aggregatorBatch} reads it at that region's
+ * rate (the stage's over `regions`): every row is replicated, so every region's stream carries
+ * every region's records (`regions` times its own), and the mapping's filter on the row's region
+ * hands over only its own. The batch size and the window count all the records (the filter drops
+ * the others after they are read), so a region's batches hold `1 / regions` of the rows one
+ * region alone would get at the same stage rate, and it is invoked that much more often per row.
+ */
+export function regionalBatching(b: StreamBatching, regions: number): StreamBatching {
+  return { ...b, recordsPerRequest: b.recordsPerRequest * regions };
 }
 
 /**
@@ -382,6 +474,10 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   const wire = wireBytes(m, tokensOut, a);
   const lines = Object.fromEntries(Object.keys(LINES).map((k) => [k, Exact.ZERO])) as Record<LineName, Exact>;
   const managed = managedProfile(book, a, s.stage);
+  // Regions: the traffic is spread evenly over them; one region is today's stack, priced as it was.
+  const regions = Math.max(1, Math.floor(s.regions ?? 1));
+  const others = regions - 1;
+  const N = E(regions);
 
   // --- The gateway -----------------------------------------------------------------------------
   const overhead = gatewayOverheadMs(m.overhead, s.compute === 'on-demand' ? s.memoryMb : Math.max(s.memoryMb, 1769), mbPerVcpu);
@@ -393,24 +489,30 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     lines.gatewayDuration = E(s.memoryMb).div(E(1024)).mul(E(billedMs)).div(E(1000)).mul(price('lambdaArmGbSecond')).mul(MILLION);
   } else {
     const cpuSeconds = (m.overhead.cpuPerRequestUs + tokensOut * m.cpuPerChunkUs) / 1e6;
-    fleet = managedFleet(book, a, managed, s.requestsPerSecond, billedMs / 1000, cpuSeconds);
-    const monthlyInstances = fleet.usdPerHour.mul(E(a.secondsPerMonth)).div(E(3600));
+    // A fleet in each region, sized for that region's share of the traffic.
+    fleet = managedFleet(book, a, managed, s.requestsPerSecond / regions, billedMs / 1000, cpuSeconds);
+    const monthlyInstances = fleet.usdPerHour.mul(E(a.secondsPerMonth)).div(E(3600)).mul(N);
     lines.instances = perMillionOfMonthly(monthlyInstances);
     lines.managementFee = lines.instances.mul(price('managedInstancesFee'));
-    // Each NAT gateway by the hour, and its public IPv4 address.
-    lines.natHours = perMillionOfMonthly(price('natGatewayHour').add(price('publicIpv4Hour')).mul(E(managed.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)));
+    // Each NAT gateway by the hour, and its public IPv4 address, in each region.
+    lines.natHours = perMillionOfMonthly(price('natGatewayHour').add(price('publicIpv4Hour')).mul(E(managed.natGateways)).mul(E(a.secondsPerMonth)).div(E(3600)).mul(N));
   }
 
   // --- The aggregator, the sweeper and the notifier ----------------------------------------------
-  const batch = aggregatorBatch(s.requestsPerSecond, book.limits.streamPollsPerSecond.value, a, m.store.batching);
+  // Each region's aggregator reads its own replica's stream, which carries every region's rows.
+  const batch =
+    regions === 1
+      ? aggregatorBatch(s.requestsPerSecond, book.limits.streamPollsPerSecond.value, a, m.store.batching)
+      : aggregatorBatch(s.requestsPerSecond / regions, book.limits.streamPollsPerSecond.value, a, regionalBatching(m.store.batching ?? deployedBatching(s.requestsPerSecond, a), regions));
   const invocationsPerRequest = Exact.ONE.div(batch);
   const aggregatorMs = E(m.aggregator.fixedMs).add(E(m.aggregator.perRowMs).mul(batch)).ceil();
   lines.aggregator = invocationsPerRequest.mul(price('lambdaRequest').add(workerGb.mul(aggregatorMs).div(E(1000)).mul(price('lambdaArmGbSecond')))).mul(MILLION);
   const runsPerMonth = (everySeconds: number): Exact => E(a.secondsPerMonth).div(E(everySeconds));
   const scheduled = (everySeconds: number, ms: number): Exact =>
     perMillionOfMonthly(runsPerMonth(everySeconds).mul(price('lambdaRequest').add(workerGb.mul(E(Math.ceil(ms))).div(E(1000)).mul(price('lambdaArmGbSecond')))));
-  lines.sweeper = scheduled(a.sweeperEverySeconds, m.sweeper.msPerRun);
-  lines.notifier = scheduled(a.notifierEverySeconds, m.notifier.msPerRun);
+  // A sweeper in each region (each settles its own holds); the notifier in the configuration home.
+  lines.sweeper = scheduled(a.sweeperEverySeconds, m.sweeper.msPerRun).mul(N);
+  lines.notifier = scheduled(a.notifierEverySeconds, m.notifier.msPerRun).mul(E(Math.min(regions, a.notifierRegions)));
 
   // --- DynamoDB ------------------------------------------------------------------------------------
   const gw = m.store.gateway[variant];
@@ -426,15 +528,23 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   const gatewayReads = gw.readUnits !== null ? E(gw.readUnits) : E(m.lookupsPerRefresh).mul(E('0.5'));
   // The sweeper's reads (and its writes, when the store map measured a run) every minute.
   const sweeperRun = m.store.sweeperRun ?? { readUnits: m.sweeper.readUnitsPerRun, writeUnits: 0 };
-  lines.reads = gatewayReads.add(aggregatorReads).mul(price('dynamoReadUnit')).mul(MILLION).add(perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.readUnits)).mul(price('dynamoReadUnit'))));
-  lines.sweeperWrites = perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.writeUnits)).mul(price('dynamoWriteUnit')));
+  lines.reads = gatewayReads
+    .add(aggregatorReads)
+    .mul(price('dynamoReadUnit'))
+    .mul(MILLION)
+    .add(perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.readUnits)).mul(price('dynamoReadUnit')).mul(N)));
+  lines.sweeperWrites = perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.writeUnits)).mul(price('dynamoWriteUnit')).mul(N));
   // Storage: the usage row for the stage's retention, the aggregator's marker for its own; every
   // table keeps continuous backups, charged on the same bytes.
   const monthsOf = (days: number): Exact => E(days).mul(E(86_400)).div(E(a.secondsPerMonth));
   const stored = (bytes: number, days: number): Exact => perGb(E(bytes + a.dynamoItemOverheadBytes)).mul(monthsOf(days));
+  // Every replica stores every item, with its own continuous backups.
   lines.storage = stored(m.storage.usageRowBytes, s.stage.usageRetentionDays)
     .mul(E(m.storage.usageRowCopies))
-   .add(stored(m.storage.markerBytes, m.storage.markerDays)).mul(price('dynamoStorageGbMonth').add(price('dynamoPitrGbMonth'))).mul(MILLION);
+    .add(stored(m.storage.markerBytes, m.storage.markerDays))
+    .mul(price('dynamoStorageGbMonth').add(price('dynamoPitrGbMonth')))
+    .mul(MILLION)
+    .mul(N);
 
   // --- Logs and metrics ------------------------------------------------------------------------------
   const platform = E(a.platformLogBytesPerInvocation);
@@ -447,7 +557,8 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
   const logBytesPerRequest = gatewayLogBytes.add(workerLogBytesPerRequest).add(scheduledLogBytesPerMonth.div(requestsPerMonth));
   lines.logIngestion = perGb(logBytesPerRequest).mul(price('logsIngestedGb')).mul(MILLION);
   lines.logStorage = perGb(logBytesPerRequest).mul(monthsOf(s.stage.logRetentionDays)).mul(price('logsStoredGbMonth')).mul(MILLION);
-  lines.metrics = perMillionOfMonthly(E(a.customMetrics).mul(price('metricMonth')));
+  // Metrics are regional: each region's functions publish their own.
+  lines.metrics = perMillionOfMonthly(E(a.customMetrics).mul(price('metricMonth')).mul(N));
 
   // --- Secrets, the wire, the NAT --------------------------------------------------------------------
   // Each environment reads each provider key it uses at most once per cache lifetime.
@@ -455,10 +566,15 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     s.compute === 'on-demand'
       ? Exact.min(E(a.providersPerEnvironment), E(a.providersPerEnvironment).mul(E(billedMs)).div(E(a.secretTtlSeconds * 1000)))
       : // One cache per worker thread (one a vCPU) of each environment.
-        E((fleet as Fleet).environments * (managed.memoryMb / 1024 / managed.memoryGiBPerVcpu) * a.providersPerEnvironment).div(E(a.secretTtlSeconds)).div(R);
+        E((fleet as Fleet).environments * regions * (managed.memoryMb / 1024 / managed.memoryGiBPerVcpu) * a.providersPerEnvironment).div(E(a.secretTtlSeconds)).div(R);
   lines.secretsCalls = secretsPerRequest.mul(price('secretsCall')).mul(MILLION);
-  lines.secretsStored = perMillionOfMonthly(E(a.secretsStored).mul(price('secretMonth')));
-  lines.transferOut = perGb(wire.toClient.add(wire.toProvider)).mul(price('transferOutGb')).mul(MILLION);
+  // Provider keys are replicated secrets: a replica in each other region, counted as a secret.
+  lines.secretsStored = perMillionOfMonthly(E(a.secretsStored).mul(price('secretMonth')).mul(N));
+  // With the front door the reply leaves through CloudFront (origin fetches from AWS are free).
+  lines.transferOut = perGb(wire.toClient)
+    .mul(regions === 1 ? price('transferOutGb') : price('cloudfrontTransferOutGb'))
+    .add(perGb(wire.toProvider).mul(price('transferOutGb')))
+    .mul(MILLION);
   const streamedBeyondFree = Exact.max(Exact.ZERO, wire.toClient.sub(book.limits.streamingFreeBytesPerRequest.value));
   lines.streamedBytes = perGb(streamedBeyondFree).mul(price('lambdaStreamedGb')).mul(MILLION);
   if (s.compute === 'managed-instances') {
@@ -469,16 +585,72 @@ export function scenarioCost(book: PriceBook, m: Measured, s: Scenario, variant:
     lines.crossZone = perGb(natBytes).mul(crossing).mul(E(2)).mul(price('interAzGb')).mul(MILLION);
   }
 
+  // --- Two regions or more (docs/regions.md, docs/cost.md "Two regions") ---------------------------
+  /** Per request in each other region: replicated units, the same with a transaction's copy doubled, bytes; and what doubling would add, USD per million. */
+  let replicated: { writeUnits: Exact; upperBoundWriteUnits: Exact; bytes: Exact; doubledExtraUsd: Exact } | undefined;
+  if (others > 0) {
+    // What each other region is billed for the writes replicated to it: the store map's figures,
+    // else the writing region's own units (an upper bound: a transaction's writes counted doubled)
+    // and a kilobyte for each of them.
+    const rep = m.store.replicated?.[variant];
+    const upper = (units: Exact): { writeUnits: Exact; indexWriteUnits: Exact; upperBoundWriteUnits: Exact; bytes: Exact } => ({ writeUnits: units, indexWriteUnits: Exact.ZERO, upperBoundWriteUnits: units, bytes: units.mul(E(1024)) });
+    const gwRep = rep === undefined ? upper(E(gw.writeUnits)) : { writeUnits: E(rep.gateway.writeUnits), indexWriteUnits: E(rep.gateway.indexWriteUnits), upperBoundWriteUnits: E(rep.gateway.upperBoundWriteUnits), bytes: E(rep.gateway.bytes) };
+    const at = (pick: (x: ReplicatedPoint) => number): Exact => unitsAtBatch((rep?.aggregator ?? []).map((x) => ({ batchSize: x.batchSize, units: pick(x) })), batch);
+    const aggRep =
+      rep === undefined || rep.aggregator.length === 0
+        ? upper(aggregatorWrites)
+        : { writeUnits: at((x) => x.writeUnits), indexWriteUnits: at((x) => x.indexWriteUnits), upperBoundWriteUnits: at((x) => x.upperBoundWriteUnits), bytes: at((x) => x.bytes) };
+    const O = E(others);
+    const tableUnits = gwRep.writeUnits.sub(gwRep.indexWriteUnits).add(aggRep.writeUnits).sub(aggRep.indexWriteUnits);
+    // Each region's sweeper's writes are replicated to the others too.
+    const sweeperReplicated = perMillionOfMonthly(runsPerMonth(a.sweeperEverySeconds).mul(E(sweeperRun.replicatedWriteUnits ?? sweeperRun.writeUnits)).mul(N).mul(O).mul(price('dynamoReplicatedWriteUnit')));
+    lines.replicatedWrites = tableUnits.mul(O).mul(price('dynamoReplicatedWriteUnit')).mul(MILLION).add(sweeperReplicated);
+    // Each replica keeps its own indexes: their writes are billed in every region, as plain write units.
+    lines.replicaIndexWrites = gwRep.indexWriteUnits.add(aggRep.indexWriteUnits).mul(O).mul(price('dynamoWriteUnit')).mul(MILLION);
+    // TTL deletes are free where they happen and replicated writes everywhere else: a usage row
+    // once its retention ends, and a counted row's share of the aggregator's group of counted rows.
+    const ttlUnits = E(Math.max(1, Math.ceil(m.storage.usageRowBytes / 1024))).add(E(m.storage.markerBytes).div(E(1024)));
+    lines.replicatedTtlDeletes = ttlUnits.mul(O).mul(price('dynamoReplicatedWriteUnit')).mul(MILLION);
+    lines.crossRegion = perGb(gwRep.bytes.add(aggRep.bytes)).mul(O).mul(price('interRegionGb')).mul(MILLION);
+    // The front door: every request through CloudFront, its function and one KeyValueStore read,
+    // and the request body carried from the edge to the region.
+    lines.cloudfrontRequests = price('cloudfrontHttpsRequest').mul(MILLION);
+    lines.cloudfrontFunction = price('cloudfrontFunctionInvocation').mul(MILLION);
+    lines.kvsReads = E(a.kvsReadsPerRequest).mul(price('cloudfrontKvsRead')).mul(MILLION);
+    lines.toOrigin = perGb(wire.toProvider).mul(price('cloudfrontToOriginGb')).mul(MILLION);
+    // The wardens (one a region, busy most of each minute) and their probes: each warden probes
+    // every region every few seconds, a gateway invocation that writes (replicated) each time.
+    const wardenRun = price('lambdaRequest').add(E(a.wardenMemoryMb).div(E(1024)).mul(E(a.wardenBusySeconds)).mul(price('lambdaArmGbSecond')));
+    const probesPerMonth = E(a.secondsPerMonth).div(E(a.probeEverySeconds)).mul(N).mul(N);
+    const probeInvocation =
+      s.compute === 'on-demand' ? price('lambdaRequest').add(E(s.memoryMb).div(E(1024)).mul(E(Math.ceil(overhead.ms))).div(E(1000)).mul(price('lambdaArmGbSecond'))) : price('lambdaRequest');
+    lines.warden = perMillionOfMonthly(runsPerMonth(a.wardenEverySeconds).mul(N).mul(wardenRun).add(probesPerMonth.mul(probeInvocation)));
+    const writtenEverywhere = price('dynamoWriteUnit').add(O.mul(price('dynamoReplicatedWriteUnit')));
+    const heartbeatsPerMonth = E(a.secondsPerMonth).div(E(a.heartbeatEverySeconds));
+    lines.frontDoorWrites = perMillionOfMonthly(probesPerMonth.mul(E(a.probeWriteUnits)).add(heartbeatsPerMonth.mul(E(a.heartbeatWriteUnits))).mul(writtenEverywhere));
+    replicated = {
+      writeUnits: gwRep.writeUnits.add(aggRep.writeUnits),
+      upperBoundWriteUnits: gwRep.upperBoundWriteUnits.add(aggRep.upperBoundWriteUnits),
+      bytes: gwRep.bytes.add(aggRep.bytes),
+      doubledExtraUsd: gwRep.upperBoundWriteUnits.sub(gwRep.writeUnits).add(aggRep.upperBoundWriteUnits).sub(aggRep.writeUnits).mul(O).mul(price('dynamoReplicatedWriteUnit')).mul(MILLION),
+    };
+  }
+
   const components = Object.fromEntries(COMPONENTS.map((c) => [c, Exact.sum((Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c).map((l) => lines[l]))])) as Record<Component, Exact>;
+  const total = Exact.sum(COMPONENTS.map((c) => components[c]));
   return {
     scenario: s,
     variant,
     lines,
     components,
-    total: Exact.sum(COMPONENTS.map((c) => components[c])),
+    total,
     aggregatorBatch: batch,
     gatewayBilledMs: billedMs,
     ...(fleet === undefined ? {} : { fleet }),
+    regions,
+    ...(replicated === undefined
+      ? {}
+      : { replication: { writeUnits: replicated.writeUnits, upperBoundWriteUnits: replicated.upperBoundWriteUnits, bytes: replicated.bytes, upperBoundTotal: total.add(replicated.doubledExtraUsd) } }),
   };
 }
 

@@ -28,6 +28,14 @@ export const PRICE_NAMES = [
   'publicIpv4Hour',
   'interAzGb',
   'transferOutGb',
+  // Two regions or more (docs/cost.md "Two regions").
+  'dynamoReplicatedWriteUnit',
+  'interRegionGb',
+  'cloudfrontHttpsRequest',
+  'cloudfrontFunctionInvocation',
+  'cloudfrontKvsRead',
+  'cloudfrontTransferOutGb',
+  'cloudfrontToOriginGb',
 ] as const;
 
 /** A named price. EC2 instance-hours are separate (`ec2Hour.<type>`), one per instance type. */

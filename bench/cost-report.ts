@@ -43,6 +43,8 @@ export const GOAL_REPLY_SECONDS = 5;
 export const ON_DEMAND_GOAL_USD = 20;
 export const MANAGED_GOAL_RATE = 50;
 export const MANAGED_GOAL_USD = 10;
+/** The region count of the two-region scenarios (`regionScenarios`, docs/cost.md "Two regions"). */
+export const TWO_REGIONS = 2;
 
 /** A goal, judged. */
 export interface Goal {
@@ -83,14 +85,18 @@ export interface CostReport {
 
 const usd = (e: Exact, digits = 2): string => `$${e.toFixed(digits)}`;
 
-function onDemand(stage: StageProfile, memoryMb: number, replySeconds: number, requestsPerSecond: number, prefix = stage.name): Scenario {
-  return { name: `${prefix} on-demand ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s`, stage, compute: 'on-demand', memoryMb, replySeconds, requestsPerSecond };
+const regionsSuffix = (regions: number): string => (regions === 1 ? '' : `, ${regions} regions`);
+
+function onDemand(stage: StageProfile, memoryMb: number, replySeconds: number, requestsPerSecond: number, prefix = stage.name, regions = 1): Scenario {
+  return { name: `${prefix} on-demand ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s${regionsSuffix(regions)}`, stage, compute: 'on-demand', memoryMb, replySeconds, requestsPerSecond, regions };
 }
 
-function managed(book: PriceBook, stage: StageProfile, replySeconds: number, requestsPerSecond: number, a: Assumptions): Scenario {
+function managed(book: PriceBook, stage: StageProfile, replySeconds: number, requestsPerSecond: number, a: Assumptions, regions = 1): Scenario {
   const memoryMb = managedProfile(book, a, stage).memoryMb;
-  return { name: `${stage.name} managed instances ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s`, stage, compute: 'managed-instances', memoryMb, replySeconds, requestsPerSecond };
+  return { name: `${stage.name} managed instances ${memoryMb} MB, ${replySeconds} s reply, ${requestsPerSecond} req/s${regionsSuffix(regions)}`, stage, compute: 'managed-instances', memoryMb, replySeconds, requestsPerSecond, regions };
 }
+
+const oneRegion = (s: Scenario): boolean => (s.regions ?? 1) === 1;
 
 /** Every scenario the report prices, in the order it prints them. */
 export function scenarios(book: PriceBook, stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): Scenario[] {
@@ -102,13 +108,30 @@ export function scenarios(book: PriceBook, stages: readonly StageProfile[], a: A
   return out;
 }
 
+/**
+ * The scenarios of a stage in two regions (docs/cost.md "Two regions"): prod on-demand at its
+ * memory, a 5 s reply and each on-demand rate; the other stages at the goal's rate; prod's
+ * managed instances at their goal's rate. The rate is the stage's, both regions together.
+ */
+export function regionScenarios(book: PriceBook, stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): Scenario[] {
+  const prod = stages.find((s) => s.name === 'prod') ?? (stages[stages.length - 1] as StageProfile);
+  const out: Scenario[] = [];
+  for (const stage of stages) {
+    const rates = stage === prod ? ON_DEMAND_RATES : [GOAL_RATE];
+    for (const rate of rates) out.push(onDemand(stage, stage.gatewayMemoryMb, GOAL_REPLY_SECONDS, rate, stage.name, TWO_REGIONS));
+  }
+  out.push(managed(book, prod, GOAL_REPLY_SECONDS, MANAGED_GOAL_RATE, a, TWO_REGIONS));
+  return out;
+}
+
 const RATES_FOR_BREAK_EVEN = rateGrid();
 
 /** Prices every scenario and judges the goals. */
 export function buildCostReport(book: PriceBook, measured: Measured, stages: readonly StageProfile[], a: Assumptions = ASSUMPTIONS): CostReport {
-  const list = scenarios(book, stages, a);
+  const list = [...scenarios(book, stages, a), ...regionScenarios(book, stages, a)];
   const costs = list.map((s) => scenarioCost(book, measured, s, 'allLimits', a));
-  const find = (pred: (s: Scenario) => boolean): ScenarioCost | undefined => costs.find((c) => pred(c.scenario));
+  // The goals are judged on one region, today's stack.
+  const find = (pred: (s: Scenario) => boolean): ScenarioCost | undefined => costs.find((c) => oneRegion(c.scenario) && pred(c.scenario));
   const goals: Goal[] = [];
   for (const stage of stages) {
     const c = find((s) => s.compute === 'on-demand' && s.stage.name === stage.name && s.memoryMb === stage.gatewayMemoryMb && s.replySeconds === GOAL_REPLY_SECONDS && s.requestsPerSecond === GOAL_RATE);
@@ -173,11 +196,22 @@ export function costJson(r: CostReport): Record<string, unknown> {
       memoryMb: c.scenario.memoryMb,
       replySeconds: c.scenario.replySeconds,
       requestsPerSecond: c.scenario.requestsPerSecond,
+      regions: c.regions,
       usdPerMillion: { total: n4(c.total), lambda: n4(c.components.lambda), dynamodb: n4(c.components.dynamodb), logs: n4(c.components.logs), other: n4(c.components.other) },
       lines: Object.fromEntries((Object.keys(LINES) as LineName[]).map((l) => [l, n4(c.lines[l])])),
       aggregatorBatch: n4(c.aggregatorBatch),
       gatewayBilledMs: c.gatewayBilledMs,
       ...(c.fleet === undefined ? {} : { fleet: { ...c.fleet, usdPerHour: n4(c.fleet.usdPerHour) } }),
+      ...(c.replication === undefined
+        ? {}
+        : {
+            replication: {
+              writeUnitsPerRequestInEachOtherRegion: n4(c.replication.writeUnits),
+              upperBoundWriteUnitsPerRequest: n4(c.replication.upperBoundWriteUnits),
+              bytesPerRequestToEachOtherRegion: n4(c.replication.bytes),
+              totalIfTransactionsBilledDoubledUsd: n4(c.replication.upperBoundTotal),
+            },
+          }),
     })),
     goals: r.goals,
     breakEven: r.breakEven,
@@ -205,12 +239,12 @@ export function renderCostReport(r: CostReport): string {
   const head = ['', 'Lambda', 'DynamoDB', 'logs', 'other', 'total'];
   out.push('cost per million requests (USD, us-east-1 list prices, every limit set; bench/aws-prices.json; docs/cost.md)');
   const stageRows: string[][] = [[`on-demand, ${GOAL_RATE} req/s`, ...head.slice(1)]];
-  for (const c of r.costs.filter((x) => x.scenario.compute === 'on-demand' && x.scenario.requestsPerSecond === GOAL_RATE && !x.scenario.name.startsWith('sweep'))) {
+  for (const c of r.costs.filter((x) => oneRegion(x.scenario) && x.scenario.compute === 'on-demand' && x.scenario.requestsPerSecond === GOAL_RATE && !x.scenario.name.startsWith('sweep'))) {
     stageRows.push(componentRow(`${c.scenario.stage.name} ${c.scenario.memoryMb} MB, ${c.scenario.replySeconds} s reply (billed ${c.gatewayBilledMs} ms)`, c));
   }
   out.push(alignRight(stageRows), '');
   const rateRows: string[][] = [['on-demand, 5 s reply, by rate', ...head.slice(1), 'aggregator batch']];
-  for (const c of r.costs.filter((x) => x.scenario.compute === 'on-demand' && x.scenario.replySeconds === GOAL_REPLY_SECONDS && !x.scenario.name.startsWith('sweep'))) {
+  for (const c of r.costs.filter((x) => oneRegion(x.scenario) && x.scenario.compute === 'on-demand' && x.scenario.replySeconds === GOAL_REPLY_SECONDS && !x.scenario.name.startsWith('sweep'))) {
     rateRows.push(componentRow(`${c.scenario.stage.name} ${c.scenario.memoryMb} MB, ${c.scenario.requestsPerSecond} req/s`, c, [c.aggregatorBatch.toFixed(1)]));
   }
   out.push(alignRight(rateRows), '');
@@ -221,7 +255,7 @@ export function renderCostReport(r: CostReport): string {
   }
   out.push(alignRight(sweepRows), '');
   const managedRows: string[][] = [['managed instances', ...head.slice(1), 'fleet']];
-  for (const c of r.costs.filter((x) => x.scenario.compute === 'managed-instances')) {
+  for (const c of r.costs.filter((x) => oneRegion(x.scenario) && x.scenario.compute === 'managed-instances')) {
     const f = c.fleet;
     managedRows.push(
       componentRow(`${c.scenario.requestsPerSecond} req/s, ${c.scenario.replySeconds} s reply`, c, [
@@ -234,12 +268,14 @@ export function renderCostReport(r: CostReport): string {
   const be = r.breakEven.map((b) => `${b.stage} (${b.memoryMb} MB) ${b.replySeconds} s reply: ${b.requestsPerSecond === null ? 'never up to 10,000 req/s' : `from ${b.requestsPerSecond} req/s`}`);
   out.push(`managed instances cost no more than on-demand: ${be.join('; ')}`, '');
   const lineRows: string[][] = [['lines of one scenario (USD per million)', 'value']];
-  const example = r.costs.find((c) => c.scenario.compute === 'on-demand' && c.scenario.stage.name === 'prod' && c.scenario.replySeconds === GOAL_REPLY_SECONDS && c.scenario.requestsPerSecond === GOAL_RATE && !c.scenario.name.startsWith('sweep'));
+  const isExample = (c: ScenarioCost): boolean => c.scenario.compute === 'on-demand' && c.scenario.stage.name === 'prod' && c.scenario.replySeconds === GOAL_REPLY_SECONDS && c.scenario.requestsPerSecond === GOAL_RATE && !c.scenario.name.startsWith('sweep');
+  const example = r.costs.find((c) => oneRegion(c.scenario) && isExample(c));
   if (example !== undefined) {
     lineRows[0] = [`lines: ${example.scenario.name}`, 'USD per million'];
     for (const l of Object.keys(LINES) as LineName[]) if (!example.lines[l].isZero()) lineRows.push([`  ${LINES[l]}: ${l}`, usd(example.lines[l], 4)]);
     out.push(alignLeft(lineRows), '');
   }
+  out.push(...renderRegions(r, example, r.costs.find((c) => !oneRegion(c.scenario) && isExample(c))));
   const typRows: string[][] = [['typical request (same tokens, three models)', 'provider spend', ...r.typical[0]?.gateway.map((g) => `${g.stage} ${g.compute === 'on-demand' ? `${g.memoryMb} MB` : `managed @${g.requestsPerSecond}/s`}`) ?? []]];
   for (const t of r.typical) {
     typRows.push([`${t.label}: ${t.model}, ${t.inputTokens} in / ${t.outputTokens} out (${t.replySeconds} s)`, `$${t.providerUsd.toFixed(5)}`, ...t.gateway.map((g) => `$${g.usd.toFixed(6)} = ${g.usd.div(t.providerUsd).mul(Exact.of(100)).toFixed(2)}%`)]);
@@ -255,6 +291,60 @@ export function renderCostReport(r: CostReport): string {
   return out.join('\n');
 }
 
+/** The lines that differ between one region and two or more. */
+const REGION_LINES: readonly LineName[] = [
+  'replicatedWrites',
+  'replicaIndexWrites',
+  'replicatedTtlDeletes',
+  'frontDoorWrites',
+  'crossRegion',
+  'cloudfrontRequests',
+  'cloudfrontFunction',
+  'kvsReads',
+  'toOrigin',
+  'warden',
+  'storage',
+  'sweeper',
+  'reads',
+  'aggregator',
+  'aggregatorWrites',
+  'transferOut',
+  'metrics',
+  'secretsStored',
+];
+
+/** The two-region table: each scenario beside the same stage in one region, and the lines of prod's. */
+function renderRegions(r: CostReport, oneExample: ScenarioCost | undefined, twoExample: ScenarioCost | undefined): string[] {
+  const many = r.costs.filter((c) => !oneRegion(c.scenario));
+  if (many.length === 0) return [];
+  const out: string[] = [];
+  const rows: string[][] = [['two regions (the stage rate over both; docs/cost.md "Two regions")', 'Lambda', 'DynamoDB', 'logs', 'other', 'total', 'one region', 'replicated units', 'if doubled']];
+  for (const c of many) {
+    const same = r.costs.find((x) => oneRegion(x.scenario) && x.scenario.stage.name === c.scenario.stage.name && x.scenario.compute === c.scenario.compute && x.scenario.memoryMb === c.scenario.memoryMb && x.scenario.replySeconds === c.scenario.replySeconds && x.scenario.requestsPerSecond === c.scenario.requestsPerSecond);
+    const label = `${c.scenario.stage.name} ${c.scenario.compute === 'on-demand' ? `${c.scenario.memoryMb} MB` : 'managed'}, ${c.scenario.requestsPerSecond} req/s, ${c.scenario.replySeconds} s`;
+    rows.push(
+      componentRow(label, c, [
+        same === undefined ? '' : usd(same.total),
+        c.replication === undefined ? '' : c.replication.writeUnits.toFixed(2),
+        c.replication === undefined ? '' : usd(c.replication.upperBoundTotal),
+      ]),
+    );
+  }
+  out.push(alignRight(rows));
+  out.push('  replicated units: what the other region is billed per request (write units as plain writes, its index writes included); if doubled: the total were a transaction\'s replicated copy billed doubled (AWS does not say)');
+  if (twoExample !== undefined) {
+    const lineRows: string[][] = [[`lines that change: ${twoExample.scenario.name}`, 'two regions', 'one region']];
+    for (const l of REGION_LINES) {
+      const two = twoExample.lines[l];
+      const one = oneExample?.lines[l] ?? Exact.ZERO;
+      if (!two.isZero() || !one.isZero()) lineRows.push([`  ${LINES[l]}: ${l}`, usd(two, 4), usd(one, 4)]);
+    }
+    out.push(alignLeft(lineRows));
+  }
+  out.push('');
+  return out;
+}
+
 /**
  * The chart: every memory size and stage at a 5 s reply and 100 req/s on-demand, then managed
  * instances by rate; `runNote` says which run's figures these are (date, quick, load).
@@ -264,12 +354,12 @@ export function renderCostChart(r: CostReport, runNote = ''): string {
   const bars: CostBar[] = [];
   for (const c of r.costs) {
     const s = c.scenario;
-    if (s.compute !== 'on-demand' || s.replySeconds !== GOAL_REPLY_SECONDS || s.requestsPerSecond !== GOAL_RATE) continue;
+    if (!oneRegion(s) || s.compute !== 'on-demand' || s.replySeconds !== GOAL_REPLY_SECONDS || s.requestsPerSecond !== GOAL_RATE) continue;
     bars.push(bar(s.name.startsWith('sweep') ? `on-demand ${s.memoryMb} MB` : `${s.stage.name} stage, on-demand ${s.memoryMb} MB`, c));
   }
   for (const c of r.costs) {
     const s = c.scenario;
-    if (s.compute === 'managed-instances' && s.replySeconds === GOAL_REPLY_SECONDS) bars.push(bar(`managed instances, ${s.requestsPerSecond} req/s`, c));
+    if (oneRegion(s) && s.compute === 'managed-instances' && s.replySeconds === GOAL_REPLY_SECONDS) bars.push(bar(`managed instances, ${s.requestsPerSecond} req/s`, c));
   }
   return costChart(
     `Sluice: cost per million requests, ${GOAL_REPLY_SECONDS} s streamed reply`,

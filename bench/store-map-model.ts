@@ -474,3 +474,55 @@ export function itemSizes(writes: readonly ItemWrite[], schemaOf: (table: string
   for (const [kind, t] of [...by].sort((a, b) => b[1].max - a[1].max)) out[kind] = { writes: t.writes, maxBytes: t.max, meanBytes: t.total / Math.max(1, t.writes), overOneKb: t.over, units: t.units };
   return out;
 }
+
+/**
+ * What one item write costs in another region that holds a replica of its table (a DynamoDB
+ * global table, multi-Region eventual consistency). AWS's billing page for global tables: a write
+ * to a replica table is billed as replicated write request units, "one rWRU per replica table ...
+ * for each write up to 1KB", in every region holding a replica; updates to global secondary
+ * indexes are billed as ordinary write units in each region, since each replica keeps its own
+ * indexes; cross-Region data transfer is charged for the replication.
+ *
+ * - `units`: the table write in the other region, 1 unit per KB of the larger of the item before
+ *   and after (the same item, replicated), **as a plain write**: AWS's pages do not say whether a
+ *   transaction's writes are billed doubled where they are replicated to, and a replicated write
+ *   is applied there item by item, not as a transaction ("Transactional writes are not replicated
+ *   as a unit").
+ * - `upperBoundUnits`: the same write billed as it was in its own region (doubled when it was
+ *   transactional): the figure if AWS did bill the replicated copy of a transaction doubled.
+ * - `indexUnits`: its index writes in the other region, the same entries as in its own
+ *   (`keyWrites`), 1 unit per KB, never transactional.
+ * - `bytes`: what replication carries, modelled as the item as written (its image after the
+ *   write, or its key for a delete); AWS does not publish the replication's wire format.
+ *
+ * A `ConditionCheck` writes nothing, so nothing is replicated.
+ */
+export interface ReplicatedWrite {
+  readonly units: number;
+  readonly upperBoundUnits: number;
+  readonly indexUnits: number;
+  readonly bytes: number;
+}
+
+/** A write's cost in another region holding a replica; see {@link ReplicatedWrite}. */
+export function replicatedWrite(w: ItemWrite, schema: TableSchema): ReplicatedWrite {
+  if (w.op === 'ConditionCheck') return { units: 0, upperBoundUnits: 0, indexUnits: 0, bytes: 0 };
+  const size = Math.max(w.before === undefined ? 0 : itemSize(w.before), w.after === undefined ? 0 : itemSize(w.after), itemSize(w.key));
+  const indexUnits = keyWrites(w, schema)
+    .slice(1)
+    .reduce((s, k) => s + k.units, 0);
+  return { units: writeUnits(size, false), upperBoundUnits: writeUnits(size, w.transactional), indexUnits, bytes: itemSize(w.after ?? w.key) };
+}
+
+/** The replicated figures of many writes, summed. */
+export function replicatedWrites(writes: readonly ItemWrite[], schemaOf: (table: string) => TableSchema): ReplicatedWrite {
+  const out = { units: 0, upperBoundUnits: 0, indexUnits: 0, bytes: 0 };
+  for (const w of writes) {
+    const r = replicatedWrite(w, schemaOf(w.table));
+    out.units += r.units;
+    out.upperBoundUnits += r.upperBoundUnits;
+    out.indexUnits += r.indexUnits;
+    out.bytes += r.bytes;
+  }
+  return out;
+}

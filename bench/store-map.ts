@@ -52,6 +52,7 @@ import {
   keyPartitions,
   keyWrites,
   rollupFamilies,
+  replicatedWrites,
   rowsPerBatch,
   storeFamilies,
   type FamilyWorkspace,
@@ -61,6 +62,7 @@ import {
   type KeyFamily,
   type KeyWrite,
   type ReadCall,
+  type ReplicatedWrite,
   type RollupPeriodId,
   type StreamBatching,
 } from './store-map-model';
@@ -162,6 +164,21 @@ export interface SourceUnits {
   readonly indexUnits: number;
   readonly readCalls: number;
   readonly readUnits: number;
+  /** What the same writes cost in another region holding a replica (`replicatedWrite`), per request. */
+  readonly replicated: ReplicatedUnits;
+}
+
+/**
+ * A source's writes as another region holding a replica is billed for them, per request
+ * (`replicatedWrite` in store-map-model.ts): `writeUnits`, each item write's units as a plain
+ * write plus its index writes there (of which `indexWriteUnits`); `upperBoundWriteUnits`, the
+ * same with a transaction's writes doubled as in their own region; `bytes` replicated.
+ */
+export interface ReplicatedUnits {
+  readonly writeUnits: number;
+  readonly indexWriteUnits: number;
+  readonly upperBoundWriteUnits: number;
+  readonly bytes: number;
 }
 
 /** A workspace variant the issue's goals are stated for, measured at steady state. */
@@ -180,6 +197,15 @@ export interface VariantUnits {
   readonly aggregator: Readonly<Record<string, { readonly rowsPerBatch: number; readonly measuredRowsPerBatch: number; readonly writeUnits: number; readonly readUnits: number }>>;
   /** Gateway plus aggregator write units per request at each rate. */
   readonly totalWriteUnits: Readonly<Record<string, number>>;
+  /**
+   * With a second region: what that region is billed per request for the writes replicated to it
+   * (`ReplicatedUnits`), the gateway's and the aggregator's at each rate, and their sum per rate.
+   */
+  readonly replicated: {
+    readonly gateway: ReplicatedUnits;
+    readonly aggregator: Readonly<Record<string, ReplicatedUnits & { readonly rowsPerBatch: number }>>;
+    readonly totalWriteUnits: Readonly<Record<string, number>>;
+  };
   /** The slice item (`ledger BALANCE`) as the load found it: largest and mean bytes, writes over 1 KB. */
   readonly sliceItem?: ItemSizes;
 }
@@ -242,7 +268,7 @@ export interface StoreMapResult {
     /** How the aggregator's batches were modelled: the mapping's settings, the stream's shards, rows per batch at each rate. */
     readonly aggregatorBatching: StreamBatching & { readonly rowsPerBatch: Readonly<Record<string, number>> };
     /** The sweeper, one run with nothing to settle: its calls and units (reads are what a run costs when idle). */
-    readonly sweeperRun: { readonly readCalls: number; readonly readUnits: number; readonly writeUnits: number };
+    readonly sweeperRun: { readonly readCalls: number; readonly readUnits: number; readonly writeUnits: number; readonly replicatedWriteUnits: number };
     /** How long the variants' traffic ran before they were measured, seconds. */
     readonly steadySeconds: number;
     readonly elapsedSeconds: number;
@@ -320,6 +346,17 @@ function periodsSince(startedAt: number): RollupPeriodId[] {
   return [...ids.values()];
 }
 
+/** Writes as another region holding a replica is billed for them, in all (`replicatedWrites`). */
+function replicatedOf(writes: readonly ItemWrite[]): ReplicatedUnits {
+  const r: ReplicatedWrite = replicatedWrites(writes, (table) => TABLES[table as TableName]);
+  return { writeUnits: r.units + r.indexUnits, indexWriteUnits: r.indexUnits, upperBoundWriteUnits: r.upperBoundUnits + r.indexUnits, bytes: r.bytes };
+}
+
+/** Totals over `n` requests as figures per request. */
+function perRequestOf(r: ReplicatedUnits, n: number): ReplicatedUnits {
+  return { writeUnits: r.writeUnits / n, indexWriteUnits: r.indexWriteUnits / n, upperBoundWriteUnits: r.upperBoundWriteUnits / n, bytes: r.bytes / n };
+}
+
 /** The aggregator's tap source at the batches it gets at `rps` requests per second. */
 const aggregatorSource = (rps: number): string => `aggregator@${rps}`;
 
@@ -348,6 +385,7 @@ function mapLoad(
     const mine = all.filter((k) => k.source === source);
     const read = reads.filter((r) => r.source === source);
     perRequest[source] = {
+      replicated: perRequestOf(replicatedOf(writes.filter((w) => w.source === source)), n),
       calls: sum(counts.calls, (k) => k.startsWith(`${source} `) && /(PutItem|UpdateItem|DeleteItem|TransactWriteItems|BatchWriteItem)$/.test(k)) / n,
       writes: writes.filter((w) => w.source === source).length / n,
       units: mine.reduce((s, k) => s + k.units, 0) / n,
@@ -391,6 +429,15 @@ function variantOf(name: string, limits: VariantUnits['limits'], load: LoadMap, 
     totalWriteUnits[String(rps)] = (gateway?.units ?? 0) + (a?.units ?? 0);
   }
   const sliceItem = load.itemSizes['ledger BALANCE'];
+  const none: ReplicatedUnits = { writeUnits: 0, indexWriteUnits: 0, upperBoundWriteUnits: 0, bytes: 0 };
+  const replicatedGateway = gateway?.replicated ?? none;
+  const replicatedAggregator: Record<string, ReplicatedUnits & { rowsPerBatch: number }> = {};
+  const replicatedTotal: Record<string, number> = {};
+  for (const rps of AGGREGATOR_RATES) {
+    const a = load.perRequest[aggregatorSource(rps)]?.replicated ?? none;
+    replicatedAggregator[String(rps)] = { rowsPerBatch: rowsPerBatch(rps, batching), ...a };
+    replicatedTotal[String(rps)] = replicatedGateway.writeUnits + a.writeUnits;
+  }
   return {
     name,
     limits,
@@ -398,6 +445,7 @@ function variantOf(name: string, limits: VariantUnits['limits'], load: LoadMap, 
     gateway: { writeUnits: gateway?.units ?? 0, indexWriteUnits: gateway?.indexUnits ?? 0, readUnits: gateway?.readUnits ?? 0 },
     aggregator,
     totalWriteUnits,
+    replicated: { gateway: replicatedGateway, aggregator: replicatedAggregator, totalWriteUnits: replicatedTotal },
     ...(sliceItem === undefined ? {} : { sliceItem }),
   };
 }
@@ -644,6 +692,7 @@ export async function runStoreMap(options: { readonly quick: boolean; readonly c
       readCalls: swept.reads.length,
       readUnits: swept.reads.reduce((a, r) => a + r.units, 0),
       writeUnits: toKeyWrites(swept.writes).reduce((a, k) => a + k.units, 0),
+      replicatedWriteUnits: replicatedOf(swept.writes).writeUnits,
     };
 
     // --- Conflicts, as DynamoDB would cancel them: one workspace at concurrency 64 ---------------
@@ -798,9 +847,21 @@ export function renderStoreMap(r: StoreMapResult): string {
       );
     }
     if (v.sliceItem !== undefined) lines.push(`    slice item: up to ${v.sliceItem.maxBytes} B (mean ${Math.round(v.sliceItem.meanBytes)}), ${v.sliceItem.overOneKb} of ${v.sliceItem.writes} writes over 1 KB`);
+    // Older bench.json files have no replicated figures.
+    const rep = v.replicated as VariantUnits['replicated'] | undefined;
+    if (rep !== undefined) {
+      const g = rep.gateway;
+      lines.push(
+        `    a second region is billed per request: gateway ${r1(g.writeUnits)} replicated write units as plain writes (${r1(g.indexWriteUnits)} of them index writes there;` +
+          ` ${r1(g.upperBoundWriteUnits)} if a transaction's copy is billed doubled), ${Math.round(g.bytes)} bytes replicated`,
+      );
+      for (const [rate, a] of Object.entries(rep.aggregator)) {
+        lines.push(`      at ${rate.padStart(4)} req/s: aggregator ${r1(a.writeUnits)} (${r1(a.upperBoundWriteUnits)} doubled), ${Math.round(a.bytes)} bytes; total ${r1(rep.totalWriteUnits[rate] ?? 0)} replicated write units`);
+      }
+    }
   }
   const sw = r.storeMap.sweeperRun;
-  lines.push(`  the sweeper, one idle run: ${sw.readCalls} read calls, ${r1(sw.readUnits)} read units, ${r1(sw.writeUnits)} write units`);
+  lines.push(`  the sweeper, one idle run: ${sw.readCalls} read calls, ${r1(sw.readUnits)} read units, ${r1(sw.writeUnits)} write units (${r1(sw.replicatedWriteUnits ?? 0)} replicated to a second region)`);
   const hot = (h: HotKey): string =>
     h.shards === undefined || h.observed === undefined
       ? `${h.key}  ${r3(h.unitsPerRequest)} u/req -> ${Math.floor(h.ceilingRps).toLocaleString('en-US')} req/s  [${h.sources.join(', ')}; ${h.workspaces} ws]`

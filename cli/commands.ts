@@ -206,9 +206,18 @@ interface KeyView {
   createdAt: string;
   expiresAt: string | null;
   revokedAt: string | null;
+  /** How and by whom an ended key ended (`--all`): null while live, and for keys ended before they were recorded. */
+  endedHow?: string | null;
+  endedBy?: string | null;
   state: string;
   creditLimit: { micros: number; window: string } | null;
 }
+
+/** How a key ended, for `key list --all`: `rotated 2026-… by admin`; a key past its expiry ends by itself. */
+const endedText = (k: KeyView): string => {
+  if (k.revokedAt !== null) return `${k.endedHow ?? 'ended'} ${k.revokedAt}${k.endedBy ? ` by ${k.endedBy}` : ''}`;
+  return k.state === 'expired' && k.expiresAt !== null ? `expired ${k.expiresAt}` : '-';
+};
 
 const limitText = (k: KeyView): string => (k.creditLimit === null ? 'no limit' : `limit ${money(k.creditLimit.micros)} ${k.creditLimit.window}`);
 
@@ -498,10 +507,11 @@ export const COMMANDS: readonly Command[] = [
         path: apiPath('workspaces', workspaceOf(v), 'keys'),
         query: { all: flag(v, 'all') ? 'true' : undefined },
       });
+      const all = flag(v, 'all');
       return tabular(
         out,
-        ['key', 'visible', 'state', 'name', 'member', 'expires', 'limit'],
-        out.keys.map((k) => [k.keyId, k.visible, k.state, k.name, k.memberId, k.expiresAt ?? 'never', limitText(k)]),
+        ['key', 'visible', 'state', 'name', 'member', 'expires', 'limit', ...(all ? ['ended'] : [])],
+        out.keys.map((k) => [k.keyId, k.visible, k.state, k.name, k.memberId, k.expiresAt ?? 'never', limitText(k), ...(all ? [endedText(k)] : [])]),
         'no keys',
       );
     },

@@ -1,6 +1,5 @@
-import { Duration, Stack, Validations } from 'aws-cdk-lib';
+import { Duration, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -9,9 +8,10 @@ import { ENV } from '../lambdas/shared/config';
 import type { ProviderSecrets } from './secrets';
 import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
 import { logMetricNamespace } from './alarms';
+import { secretPrefixFinding } from './nag';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Metric counted from the management function's `admin_fault` and `audit_failed` log lines. */
 export const ADMIN_FAULTS_METRIC = 'AdminFaults';
@@ -21,7 +21,7 @@ export interface AdminApiProps {
   /** The stage's settings (name, table prefix, log retention). */
   readonly stage: StageSettings;
   /** The stage's tables. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /** Where the BYOK secrets live; the API creates, updates and deletes them under its prefix. */
   readonly secrets: ProviderSecrets;
   /**
@@ -120,18 +120,17 @@ export class AdminApi extends Construct {
     );
 
     // cdk-nag (lib/nag.ts): the two wildcards are decisions, acknowledged on this construct only.
-    const auditId = Stack.of(this).getLogicalId(audit.node.defaultChild as dynamodb.CfnTable);
     Validations.of(this).acknowledge(
       {
-        id: `AwsSolutions-IAM5[Resource::<${auditId}.Arn>/index/*]`,
+        id: `AwsSolutions-IAM5[${tables.indexWildcardFinding('audit')}]`,
         reason: "Lists the audit trail by day through the audit table's own index; the wildcard covers index names of that one table only.",
       },
       {
-        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
+        id: `AwsSolutions-IAM5[${secretPrefixFinding(this, stage.byokSecretPrefix)}]`,
         reason: "Workspaces' own provider keys are created at run time under the stage's BYOK prefix, so their names are unknown at deploy; the grant is create, update, restore and delete under that prefix only.",
       },
       {
-        id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${addedProviderSecretPrefix(stage.name)}*]`,
+        id: `AwsSolutions-IAM5[${secretPrefixFinding(this, addedProviderSecretPrefix(stage.name))}]`,
         reason: "The keys of providers added at run time (sluice provider add) are created under the stage's added-providers prefix, so their names are unknown at deploy; the grant is create, update, restore and delete under that prefix only.",
       },
     );

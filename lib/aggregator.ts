@@ -4,7 +4,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
+import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING, type FilterPattern } from '../lambdas/aggregator/mapping';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 
@@ -36,6 +36,29 @@ export interface AggregatorProps {
    * @default 'lambdas/aggregator/handler.ts'
    */
   readonly entry?: string;
+  /**
+   * The aggregator's region in a multi-region stage: it is handed only the rows its own region
+   * wrote (`region` in the row), since replicated rows appear in every region's stream; the home
+   * region also takes rows with no `region` (written before the stage had several).
+   * @default one region: every row
+   */
+  readonly region?: { readonly name: string; readonly home: boolean };
+}
+
+/**
+ * The usage stream's filters for one region of a multi-region stage: each of the aggregator's
+ * patterns, narrowed to rows whose `region` is `region`, and for the home region also to rows
+ * without one (docs/regions.md, "Usage rows, the aggregator and the sweeper"). Lambda ORs the
+ * patterns; four at most here, under its five per mapping.
+ */
+export function regionUsageFilters(base: readonly FilterPattern[], region: string, home: boolean): FilterPattern[] {
+  const narrowed = (want: FilterPattern[string]): FilterPattern[] =>
+    base.map((p) => {
+      const dynamo = (p['dynamodb'] ?? {}) as FilterPattern;
+      const image = (dynamo['NewImage'] ?? {}) as FilterPattern;
+      return { ...p, dynamodb: { ...dynamo, NewImage: { ...image, region: { S: want } } } };
+    });
+  return [...narrowed([region]), ...(home ? narrowed([{ exists: false }]) : [])];
 }
 
 /**
@@ -91,7 +114,9 @@ export class Aggregator extends Construct {
         onFailure: new SqsDlq(this.deadLetterQueue),
         // Only a row's change to settled is rolled up (once per request); its open INSERT, a hold
         // growing and TTL deletions (REMOVE) never invoke it. The same filter runs locally.
-        filters: USAGE_STREAM_FILTERS.map((pattern) => lambda.FilterCriteria.filter(pattern)),
+        filters: (props.region === undefined ? USAGE_STREAM_FILTERS : regionUsageFilters(USAGE_STREAM_FILTERS, props.region.name, props.region.home)).map((pattern) =>
+          lambda.FilterCriteria.filter(pattern),
+        ),
       }),
     );
     props.rollupsTable.grantReadWriteData(this.fn);

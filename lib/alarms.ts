@@ -12,7 +12,7 @@ import { SETTLE_FAILED_EVENT } from '../lambdas/gateway/faults';
 import { ALL_TABLES } from '../lambdas/shared/schema';
 import { CODE_DIMENSION, METRIC_NAMESPACE, PROVIDER_DIMENSION, SLUICE_METRICS, STAGE_DIMENSION } from './dashboard';
 import type { StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Namespace of the metrics CloudWatch Logs derives from log lines (a metric filter cannot set the `Stage` dimension, so the stage is in the namespace). */
 export function logMetricNamespace(stage: string): string {
@@ -58,7 +58,7 @@ export interface SluiceAlarmsProps {
   /** The sweeper function; its log group carries `sweep_failed` lines. */
   readonly sweeper: lambda.Function;
   /** The stage's tables, each watched for system errors and throttles. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /** Providers known at synth (from `config/`), each watched for its upstream error rate. */
   readonly providers: readonly string[];
 }

@@ -6,14 +6,14 @@ import { Construct } from 'constructs';
 import { REPO_ROOT } from './provider-file';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Properties of {@link CatalogImport}. */
 export interface CatalogImportProps {
   /** The stage's settings. */
   readonly stage: StageSettings;
   /** The stage's tables; the import writes only the catalog table. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
 }
 
 /**

@@ -6,16 +6,17 @@ import { Construct } from 'constructs';
 import { CONSOLE_ENV, ORIGIN_FROM_FUNCTION_URL } from '../lambdas/console/env';
 import { ENV } from '../lambdas/shared/config';
 import type { ProviderSecrets } from './secrets';
+import { secretPrefixFinding } from './nag';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Properties of {@link Console}. */
 export interface ConsoleProps {
   /** The stage's settings: the console's memory, session length, alarm threshold and origin. */
   readonly stage: StageSettings;
   /** The stage's tables. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /** Where the BYOK secrets live; the console sets and removes them under its prefix. */
   readonly secrets: ProviderSecrets;
   /**
@@ -111,7 +112,7 @@ export class Console extends Construct {
 
     // cdk-nag (lib/nag.ts): the BYOK wildcard is a decision, acknowledged on this construct only.
     Validations.of(this).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
+      id: `AwsSolutions-IAM5[${secretPrefixFinding(this, stage.byokSecretPrefix)}]`,
       reason:
         "Workspaces' own provider keys are set at run time under the stage's BYOK prefix, so their names are unknown at deploy; the grant is create, update, restore and delete under that prefix only, with no read.",
     });

@@ -74,6 +74,11 @@ export interface SluiceDashboardProps {
    * @default none: the gateway runs on demand
    */
   readonly capacityProviderName?: string;
+  /**
+   * The dashboard's name.
+   * @default `Sluice-<stage>`; a multi-region stage's region stacks use `Sluice-<stage>-<region>`
+   */
+  readonly dashboardName?: string;
 }
 
 const MINUTE = Duration.minutes(1);
@@ -198,7 +203,7 @@ export class SluiceDashboard extends Construct {
     this.alarms = alarms;
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
-      dashboardName: `Sluice-${stageName}`,
+      dashboardName: props.dashboardName ?? `Sluice-${stageName}`,
       defaultInterval: Duration.hours(3),
     });
     this.dashboard.addWidgets(

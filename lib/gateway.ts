@@ -5,14 +5,14 @@ import type { ManagedInstances } from './managed-instances';
 import type { ProviderSecrets } from './secrets';
 import { SluiceFunction } from './sluice-function';
 import { GATEWAY_TIMEOUT, REQUEST_LIMIT, type StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Properties of {@link Gateway}. */
 export interface GatewayProps {
   /** The stage's settings (memory, key rate, hold grace, log retention). */
   readonly stage: StageSettings;
   /** The stage's tables; the gateway is granted all but rollups. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /** Provider secrets and the BYOK prefix the gateway reads keys from. */
   readonly secrets: ProviderSecrets;
   /**

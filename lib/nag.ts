@@ -4,11 +4,11 @@
  * with its reason, on the narrowest construct that carries the finding, so a new resource that
  * breaks a rule is reported rather than silently covered.
  */
-import { Validations, type App, type Stack } from 'aws-cdk-lib';
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import { Stack, Token, Validations, type App } from 'aws-cdk-lib';
 import { AwsSolutionsChecks, ServerlessChecks, type NagPack } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import type { StageSettings } from './stage';
+import type { TableSet } from './tables';
 import { addedProviderSecretPrefix } from '../lambdas/catalog/added';
 
 /** The packs Sluice is held to. */
@@ -19,6 +19,16 @@ export function nagPacks(): NagPack[] {
 /** Runs both packs as validation plugins of the app: a finding fails `cdk synth`. */
 export function applyNag(app: App): void {
   Validations.of(app).addPlugins(...nagPacks());
+}
+
+/**
+ * How cdk-nag names a grant on every secret under `prefix` in a finding id: the region is the
+ * stack's own when it has one (a multi-region stage's stacks), `<AWS::Region>` otherwise.
+ */
+export function secretPrefixFinding(scope: IConstruct, prefix: string): string {
+  const stack = Stack.of(scope);
+  const region = Token.isUnresolved(stack.region) ? '<AWS::Region>' : stack.region;
+  return `Resource::arn:<AWS::Partition>:secretsmanager:${region}:<AWS::AccountId>:secret:${prefix}*`;
 }
 
 function ack(scope: IConstruct | undefined, id: string, reason: string): void {
@@ -53,7 +63,7 @@ const STACK_WIDE: ReadonlyArray<readonly [string, string]> = [
  * Acknowledges, with reasons, the findings that are decisions rather than holes, each on the
  * construct it concerns. Called by the stack once every construct exists.
  */
-export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings, 'byokSecretPrefix' | 'name'>): void {
+export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings, 'byokSecretPrefix' | 'name'>, tables: TableSet): void {
   for (const [id, reason] of STACK_WIDE) ack(stack, id, reason);
 
   ack(
@@ -65,22 +75,20 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
   const byok = child(stack, 'Gateway');
   ack(
     byok,
-    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${stage.byokSecretPrefix}*]`,
+    `AwsSolutions-IAM5[${secretPrefixFinding(stack, stage.byokSecretPrefix)}]`,
     'Workspaces\' own provider keys are created at run time under the stage\'s BYOK prefix, so their names are unknown at deploy; the grant is GetSecretValue under that prefix only.',
   );
   ack(
     byok,
-    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:${addedProviderSecretPrefix(stage.name)}*]`,
+    `AwsSolutions-IAM5[${secretPrefixFinding(stack, addedProviderSecretPrefix(stage.name))}]`,
     'The keys of providers added at run time (sluice provider add) are created under the stage\'s added-providers prefix, so their names are unknown at deploy; the grant is GetSecretValue under that prefix only.',
   );
 
   // CDK's table grants include the table's own indexes (`<table arn>/index/*`): scoped to one table.
-  for (const table of ['keys', 'workspaces', 'ledger', 'usage', 'rollups', 'catalog']) {
-    const cfn = child(stack, `Tables/${table.charAt(0).toUpperCase()}${table.slice(1)}Table/Resource`) as dynamodb.CfnTable | undefined;
-    if (cfn === undefined) continue;
+  for (const table of ['keys', 'workspaces', 'ledger', 'usage', 'rollups', 'catalog'] as const) {
     ack(
       stack,
-      `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(cfn)}.Arn>/index/*]`,
+      `AwsSolutions-IAM5[${tables.indexWildcardFinding(table)}]`,
       `Reads through the ${table} table's own secondary indexes; the wildcard covers index names of that one table only.`,
     );
   }
@@ -101,8 +109,10 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
   ack(dlq, 'AwsSolutions-SQS3', 'This queue is the dead-letter destination of the usage stream mapping; a dead-letter queue needs no dead-letter queue of its own.');
   ack(dlq, 'Serverless-SQSRedrivePolicy', 'Same queue: it is itself the dead-letter destination, nothing redrives from it automatically.');
 
-  for (const scheduled of ['Sweeper', 'LowCredit']) {
+  // The notifier runs in the home region only; the warden in each region of a multi-region stage.
+  for (const scheduled of ['Sweeper', 'LowCredit', 'Warden']) {
     const scope = child(stack, scheduled);
+    if (scope === undefined && scheduled !== 'Sweeper') continue;
     ack(
       scope,
       'Serverless-LambdaAsyncFailureDestination',
@@ -110,4 +120,12 @@ export function acknowledgeStackFindings(stack: Stack, stage: Pick<StageSettings
     );
     ack(scope, 'Serverless-EventBusDLQ', 'A schedule tick that cannot be delivered needs no replay: the next tick does the same work.');
   }
+}
+
+/** The transfer agent's findings, acknowledged on the agent (a multi-region stage's stacks). */
+export function acknowledgeTransferAgent(agent: IConstruct): void {
+  ack(agent, 'AwsSolutions-IAM5[Resource::*]', 'dynamodb:ListStreams, added by the stream event source, cannot be scoped to a resource.');
+  const dlq = child(agent, 'DeadLetters');
+  ack(dlq, 'AwsSolutions-SQS3', "This queue is the dead-letter destination of the ledger stream mapping; a dead-letter queue needs no dead-letter queue of its own.");
+  ack(dlq, 'Serverless-SQSRedrivePolicy', 'Same queue: it is itself the dead-letter destination, nothing redrives from it automatically.');
 }

@@ -8,14 +8,14 @@ import { Construct } from 'constructs';
 import { NOTIFIER_ENV } from '../lambdas/notifier/env';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Properties of {@link LowCreditNotifier}. */
 export interface LowCreditNotifierProps {
   /** The stage's settings (memory, log retention). */
   readonly stage: StageSettings;
   /** The stage's tables: thresholds and crossings live in workspaces, balances in ledger. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /** The stage's alarm topic; every notice is also published there. */
   readonly topic: sns.ITopic;
   /**

@@ -18,6 +18,19 @@ export interface ProviderSecretsProps {
    * @default RemovalPolicy.RETAIN
    */
   readonly removalPolicy?: RemovalPolicy;
+  /**
+   * Regions that get a replica of every provider secret (a multi-region stage's home stack lists
+   * the others): Secrets Manager copies the value there, and each region's functions read their own
+   * region's copy, which keeps working when the home region does not (docs/regions.md).
+   * @default none
+   */
+  readonly replicaRegions?: readonly string[];
+  /**
+   * The secrets are another region's replicas: found by name (a replica keeps its secret's name),
+   * not created. A multi-region stage's stacks other than the home's.
+   * @default false
+   */
+  readonly replicas?: boolean;
 }
 
 // Secrets Manager's own rule for names; checked here so a typo fails at synth, not at deploy.
@@ -40,7 +53,7 @@ export function providerSecretName(template: string, stage: string): string {
  */
 export class ProviderSecrets extends Construct {
   /** The provider secrets, one per distinct secret name. */
-  public readonly secrets: readonly secretsmanager.Secret[];
+  public readonly secrets: readonly secretsmanager.ISecret[];
   /** ARN pattern matching every BYOK secret of the stage (names get a random suffix). */
   public readonly byokArnPattern: string;
   /**
@@ -51,7 +64,7 @@ export class ProviderSecrets extends Construct {
 
   public constructor(scope: Construct, id: string, props: ProviderSecretsProps) {
     super(scope, id);
-    const byName = new Map<string, secretsmanager.Secret>();
+    const byName = new Map<string, secretsmanager.ISecret>();
     for (const provider of props.providers) {
       if (provider.keySource === 'none') continue;
       const secretName = providerSecretName(provider.keySource.secretName, props.stage);
@@ -64,10 +77,17 @@ export class ProviderSecrets extends Construct {
       }
       // Two provider accounts may share one key; one secret serves both.
       if (byName.has(secretName)) continue;
-      const secret = new secretsmanager.Secret(this, secretName.replace(/[^A-Za-z0-9]+/g, '-'), {
+      const secretId = secretName.replace(/[^A-Za-z0-9]+/g, '-');
+      if (props.replicas === true) {
+        byName.set(secretName, secretsmanager.Secret.fromSecretNameV2(this, secretId, secretName));
+        continue;
+      }
+      const replicaRegions = props.replicaRegions ?? [];
+      const secret = new secretsmanager.Secret(this, secretId, {
         secretName,
         description: `Sluice ${props.stage}: the service's API key for provider ${provider.name} (value set by an operator)`,
         removalPolicy: props.removalPolicy ?? RemovalPolicy.RETAIN,
+        ...(replicaRegions.length === 0 ? {} : { replicaRegions: replicaRegions.map((region) => ({ region })) }),
       });
       // The L2 construct always asks CloudFormation to generate a random value; without
       // GenerateSecretString and SecretString the secret is created empty, so a forgotten key

@@ -1,13 +1,14 @@
 import * as path from 'node:path';
-import type { Duration } from 'aws-cdk-lib';
+import { Stack, type Duration } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { ENV } from '../lambdas/shared/config';
+import { REGION_ENV } from '../lambdas/shared/region-env';
 import { REPO_ROOT } from './provider-file';
-import type { StageSettings } from './stage';
+import { isMultiRegion, type StageSettings } from './stage';
 
 /** Properties of {@link SluiceFunction}. */
 export interface SluiceFunctionProps {
@@ -37,6 +38,11 @@ export interface SluiceFunctionProps {
    * @default none
    */
   readonly afterBundling?: (inputDir: string, outputDir: string) => string[];
+  /**
+   * Modules left out of the bundle because the runtime provides them.
+   * @default ['@aws-sdk/*', 'gpt-tokenizer']: the SDK the nodejs22.x runtime ships, and the tokenizer shipped beside the bundle
+   */
+  readonly externalModules?: readonly string[];
 }
 
 /**
@@ -73,6 +79,15 @@ export class SluiceFunction extends Construct {
         resources: [this.logGroup.logGroupArn],
       }),
     );
+    // A function of a multi-region stage knows its region, the home and the others (docs/regions.md);
+    // a one-region stage's functions get nothing new, so its template is unchanged.
+    const regionEnv: Record<string, string> = isMultiRegion(stage)
+      ? {
+          [REGION_ENV.region]: Stack.of(this).region,
+          [REGION_ENV.homeRegion]: stage.regions[0] ?? '',
+          [REGION_ENV.regions]: stage.regions.join(','),
+        }
+      : {};
     this.fn = new nodejs.NodejsFunction(this, 'Function', {
       role,
       entry: path.join(REPO_ROOT, props.entry),
@@ -91,6 +106,7 @@ export class SluiceFunction extends Construct {
         [ENV.tablePrefix]: stage.tablePrefix,
         // Stack traces in logs point at the TypeScript sources, not the minified bundle.
         NODE_OPTIONS: '--enable-source-maps',
+        ...regionEnv,
         ...props.environment,
       },
       bundling: {
@@ -104,7 +120,7 @@ export class SluiceFunction extends Construct {
         // tokenizer (estimated charges, a rare path) is left out of the bundle too: its encoding
         // tables are megabytes that every cold start would parse; it ships beside the bundle and
         // loads only when a count is needed (see lambdas/core/token-count.ts).
-        externalModules: ['@aws-sdk/*', 'gpt-tokenizer'],
+        externalModules: [...(props.externalModules ?? ['@aws-sdk/*', 'gpt-tokenizer'])],
         commandHooks: {
           beforeBundling: () => [],
           beforeInstall: () => [],

@@ -195,6 +195,14 @@ export interface StageSettings {
   readonly compute: ComputeMode;
   /** The gateway on managed instances, used when {@link compute} is `managed-instances`. */
   readonly managedInstances: ManagedInstancesSettings;
+  /**
+   * The AWS regions the stage runs in, the first being its home region (docs/regions.md). None or
+   * one: today's single stack, environment-agnostic, deployed to whichever region the CLI targets.
+   * Two or more: a stack per region (`Sluice-<stage>-<region>`, the home one defining the global
+   * tables) and the front door's stack. Set it per deploy with `-c regions=us-east-1,us-west-2`.
+   * @default [] (one region)
+   */
+  readonly regions: readonly string[];
 }
 
 /** Settings chosen per deploy rather than written per stage (CDK context). */
@@ -205,6 +213,8 @@ export interface StageOverrides {
   readonly consoleOrigin?: string;
   /** See {@link StageSettings.compute}; checked against {@link COMPUTE_MODES}. */
   readonly compute?: string;
+  /** See {@link StageSettings.regions}: the raw `-c regions=...` text, parsed by {@link parseRegions}. */
+  readonly regions?: string;
 }
 
 /**
@@ -216,7 +226,9 @@ export interface StageOverrides {
 const DEPLOYED_KEY_RATE_PER_MINUTE = 60_000;
 
 /** Settings as written per stage; the derived names are filled in by {@link stageSettings}. */
-type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail' | 'compute'>;
+type StageValues = Omit<StageSettings, 'name' | 'tablePrefix' | 'byokSecretPrefix' | 'alarmEmail' | 'compute' | 'regions'> & {
+  readonly regions?: readonly string[];
+};
 
 /** Managed-instance values shared by stages unless one says otherwise (see {@link ManagedInstancesSettings}). */
 const COMMON_MANAGED = {
@@ -325,6 +337,59 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     managedInstances: { ...COMMON_MANAGED, maxEnvironments: 48, maxVcpus: 96, natGateways: 3 },
   },
 };
+
+/**
+ * An AWS region name as AWS spells them (`us-east-1`, `eu-central-2`, `ap-southeast-4`,
+ * `us-gov-west-1`, `ca-west-1`); a typo such as `us-east1` or `US-EAST-1` is refused at synth
+ * rather than at deploy.
+ */
+const REGION_NAME = /^[a-z]{2}(?:-gov|-iso[a-z]?)?-(?:north|south|east|west|central|northeast|northwest|southeast|southwest)-[1-9][0-9]?$/;
+
+/**
+ * Regions a stage may list at most: the front door's distribution has one origin per region, and
+ * CloudFront allows 25 origins per distribution by default.
+ */
+export const MAX_REGIONS = 25;
+
+/**
+ * The region the front door's stack is deployed in whatever the stage's regions: CloudFront
+ * publishes its metrics there (so the front door's alarms must live there) and takes its
+ * certificates from there. The distribution itself is global and serves when us-east-1 does not.
+ */
+export const FRONT_DOOR_REGION = 'us-east-1';
+
+/** Whether a stage spans two or more regions (and so gets global tables and a front door). */
+export function isMultiRegion(stage: Pick<StageSettings, 'regions'>): boolean {
+  return stage.regions.length >= 2;
+}
+
+/**
+ * Parses `-c regions=us-east-1,us-west-2`: names separated by commas (spaces around them are
+ * ignored), the first the home region. Empty or absent means the stage's own list. Throws
+ * {@link StageConfigError} naming the bad entry: an empty entry, a name that is not a region's,
+ * a region listed twice, or more than {@link MAX_REGIONS}.
+ */
+export function parseRegions(raw: string | undefined): readonly string[] | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const regions = raw.split(',').map((r) => r.trim());
+  checkRegions(`-c regions=${raw}`, regions);
+  return regions;
+}
+
+function checkRegions(label: string, regions: readonly string[]): void {
+  if (regions.length > MAX_REGIONS) {
+    throw new StageConfigError(`${label}: at most ${MAX_REGIONS} regions (CloudFront's origins per distribution), got ${regions.length}`);
+  }
+  const seen = new Set<string>();
+  for (const region of regions) {
+    if (region === '') throw new StageConfigError(`${label}: an empty region name; separate region names with single commas, e.g. -c regions=us-east-1,us-west-2`);
+    if (!REGION_NAME.test(region)) {
+      throw new StageConfigError(`${label}: ${JSON.stringify(region)} is not an AWS region name (lower case, like us-east-1 or eu-west-2)`);
+    }
+    if (seen.has(region)) throw new StageConfigError(`${label}: region ${region} is listed twice`);
+    seen.add(region);
+  }
+}
 
 /** Thrown for an unknown stage or an invalid setting, so `cdk synth` fails before any deploy. */
 export class StageConfigError extends Error {
@@ -487,6 +552,8 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
     throw new StageConfigError(`${s.name}.compute must be ${COMPUTE_MODES.join(' or ')}, got ${JSON.stringify(s.compute)}`);
   }
   checkManagedInstances(s.name, s.managedInstances);
+  if (!Array.isArray(s.regions)) throw new StageConfigError(`${s.name}.regions must be a list of region names`);
+  checkRegions(`${s.name}.regions`, s.regions);
   if (s.alarmEmail !== undefined && !EMAIL.test(s.alarmEmail)) {
     throw new StageConfigError(`${s.name}.alarmEmail must be an e-mail address, got ${JSON.stringify(s.alarmEmail)}`);
   }
@@ -498,6 +565,7 @@ export function validateStageSettings(settings: StageSettings): StageSettings {
     alarms: Object.freeze({ ...a }),
     console: Object.freeze({ ...s.console }),
     managedInstances: Object.freeze({ ...s.managedInstances, instanceTypes: Object.freeze([...s.managedInstances.instanceTypes]) }),
+    regions: Object.freeze([...s.regions]),
   });
 }
 
@@ -517,12 +585,14 @@ export function stageSettings(stage: unknown, overrides: StageOverrides = {}): S
   if (!isComputeMode(compute)) {
     throw new StageConfigError(`unknown compute ${JSON.stringify(compute)}: pass -c compute=${COMPUTE_MODES.join('|')} (default ${DEFAULT_COMPUTE})`);
   }
+  const regions = parseRegions(overrides.regions) ?? VALUES[name].regions ?? [];
   return validateStageSettings({
     name,
     tablePrefix: `sluice-${name}-`,
     byokSecretPrefix: `sluice/${name}/byok/`,
     ...VALUES[name],
     compute,
+    regions,
     ...(overrides.alarmEmail === undefined || overrides.alarmEmail === '' ? {} : { alarmEmail: overrides.alarmEmail }),
     ...(overrides.consoleOrigin === undefined || overrides.consoleOrigin === ''
       ? {}

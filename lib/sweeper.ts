@@ -6,14 +6,14 @@ import { Construct } from 'constructs';
 import { ENV } from '../lambdas/shared/config';
 import { SluiceFunction } from './sluice-function';
 import { REQUEST_LIMIT, type StageSettings } from './stage';
-import type { SluiceTables } from './tables';
+import type { TableSet } from './tables';
 
 /** Properties of {@link Sweeper}. */
 export interface SweeperProps {
   /** The stage's settings (memory, log retention, hold grace). */
   readonly stage: StageSettings;
   /** The stage's tables; the sweeper is granted ledger and usage. */
-  readonly tables: SluiceTables;
+  readonly tables: TableSet;
   /**
    * How often the sweeper runs.
    * @default Duration.minutes(1)

@@ -1,4 +1,4 @@
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack, type CfnResource } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { ALL_TABLES, tableName, type KeyAttribute, type TableName } from '../lambdas/shared/schema';
@@ -19,12 +19,35 @@ export interface SluiceTablesProps {
   readonly deletionProtection?: boolean;
 }
 
-function attribute(key: KeyAttribute): dynamodb.Attribute {
+export function attribute(key: KeyAttribute): dynamodb.Attribute {
   return { name: key.name, type: key.type === 'S' ? dynamodb.AttributeType.STRING : dynamodb.AttributeType.NUMBER };
 }
 
+/**
+ * A stage's tables as the constructs see them, wherever they were defined: this stack's own
+ * tables ({@link SluiceTables}, one region), the global tables of a multi-region stage's home
+ * (`SluiceGlobalTables`), or another region's replicas of them (`SluiceReplicaTables`), all in
+ * `lib/global-tables.ts`.
+ */
+export interface TableSet {
+  /** Every table, in the schema's order. */
+  readonly all: readonly dynamodb.ITable[];
+  /** The table of a schema name; throws if it was not built (a wiring mistake, found at synth). */
+  table(name: TableName): dynamodb.ITable;
+  /**
+   * How cdk-nag names the resource of a grant on a table's own indexes (`<table arn>/index/*`) in a
+   * finding id, so the one acknowledgement per table can name it exactly.
+   */
+  indexWildcardFinding(name: TableName): string;
+}
+
+/** cdk-nag's rendering of an ARN attribute of a resource of the stack: `<LogicalId.Arn>`. */
+export function nagIndexWildcard(scope: Construct, resource: CfnResource): string {
+  return `Resource::<${Stack.of(scope).getLogicalId(resource)}.Arn>/index/*`;
+}
+
 // Logical ids come from the schema name, so adding a table never renames (and so replaces) another.
-function logicalId(name: TableName): string {
+export function logicalId(name: TableName): string {
   return `${name.charAt(0).toUpperCase()}${name.slice(1)}Table`;
 }
 
@@ -36,7 +59,7 @@ function logicalId(name: TableName): string {
  * holds money), is encrypted with the AWS-managed key, and has a fixed name `<prefix><name>`
  * because the functions derive names from `SLUICE_TABLE_PREFIX`.
  */
-export class SluiceTables extends Construct {
+export class SluiceTables extends Construct implements TableSet {
   /** Every table, in the schema's order. */
   public readonly all: readonly dynamodb.Table[];
   private readonly byName = new Map<TableName, dynamodb.Table>();
@@ -77,5 +100,9 @@ export class SluiceTables extends Construct {
     const table = this.byName.get(name);
     if (!table) throw new Error(`SluiceTables has no table ${JSON.stringify(name)}`);
     return table;
+  }
+
+  public indexWildcardFinding(name: TableName): string {
+    return nagIndexWildcard(this, this.table(name).node.defaultChild as dynamodb.CfnTable);
   }
 }

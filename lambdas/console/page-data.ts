@@ -31,7 +31,7 @@ const USAGE_DAYS = 30;
 
 /**
  * What today's recent requests hold beyond today's rollup: at least that much is not counted in
- * the totals yet (the aggregator adds a request a few seconds after it ends). A lower bound, and
+ * the totals yet (the aggregator adds a request up to a minute after it ends: its stream's batching window). A lower bound, and
  * never below zero: the recent list may not reach back over the whole day.
  */
 export function notYetCounted(recent: readonly Pick<UsageRecord, 'startedAt' | 'chargeMicros'>[], today: { requests: number; chargeMicros: number } | undefined, day: string): NotYetCounted {

@@ -144,7 +144,7 @@ function requestRow(r: UsageRecord, keyName: (id: string) => string): string[] {
 
 /**
  * What the recent requests show that the daily totals do not hold yet: today's rows among the
- * recent ones beyond today's rollup, a lower bound (the totals count a request a few seconds
+ * recent ones beyond today's rollup, a lower bound (the totals count a request up to a minute
  * after it ends; the recent requests are read as they are written).
  */
 export interface NotYetCounted {
@@ -166,7 +166,7 @@ export function usagePage(input: {
   keyName: (id: string) => string;
 }): string {
   const lag = input.notYetCounted.requests > 0
-    ? `<p class="pending" data-testid="usage-pending">Not in these totals yet: at least ${plural(input.notYetCounted.requests, 'request', 'requests')} (${money(input.notYetCounted.chargeMicros)}) listed under Recent requests below. Reload in a few seconds to see ${input.notYetCounted.requests === 1 ? 'it' : 'them'} counted.</p>`
+    ? `<p class="pending" data-testid="usage-pending">Not in these totals yet: at least ${plural(input.notYetCounted.requests, 'request', 'requests')} (${money(input.notYetCounted.chargeMicros)}) listed under Recent requests below. Reload in a minute to see ${input.notYetCounted.requests === 1 ? 'it' : 'them'} counted.</p>`
     : '';
   // An empty chart says so in words instead of drawing an axis of zeros.
   const figure = (series: keyof UsageCharts, caption: string, testId: string): string =>
@@ -175,7 +175,7 @@ export function usagePage(input: {
       : `<figure><figcaption>${esc(caption)} (USD)</figcaption><div class="chart" data-series="${series}" data-testid="${testId}"></div></figure>`;
   return `
 <p>From ${esc(input.from)} to ${esc(input.to)} (UTC): <strong data-testid="usage-total">${money(input.totalMicros)}</strong> in ${plural(input.totalRequests, 'request', 'requests')}.</p>
-<p class="note" data-testid="usage-lag">The totals and charts count each request a few seconds after it ends (they are added up per day in the background); Recent requests below lists each request as soon as it ends.</p>
+<p class="note" data-testid="usage-lag">The totals and charts count each request up to a minute after it ends (they are added up per day in the background, in batches); Recent requests below lists each request as soon as it ends.</p>
 ${lag}
 ${jsonBlock('usage-charts', input.charts)}
 <div class="charts">

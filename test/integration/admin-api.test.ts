@@ -278,6 +278,11 @@ describe("the operator's day", () => {
     expect((await refused(['key', 'revoke', '-w', ws, '--key', 'key_ffffffffffffffffffff'])).code).toBe('key_not_found');
     const all = await ok<{ keys: { keyId: string; state: string }[] }>(['key', 'list', '-w', ws, '--all']);
     expect(all.keys.filter((k) => k.keyId === used.keyId).map((k) => k.state)).toEqual(['ended']);
+    // The table says how and by whom an ended key ended, as the console's ended keys do.
+    const table = (await human(['key', 'list', '-w', ws, '--all'])).split('\n');
+    expect(table[0]).toMatch(/\bended$/);
+    expect(table.find((l) => l.startsWith(used.keyId))).toMatch(/\brevoked \d{4}-\d\d-\d\dT\S+ by \S+$/);
+    expect((await human(['key', 'list', '-w', ws])).split('\n')[0]).not.toMatch(/\bended$/);
   });
 
   it('refuses to rotate an expired key, and revokes it, which frees the slot it still held', async () => {

@@ -15,21 +15,24 @@ import {
   breakEvenRate,
   cpuShare,
   gatewayOverheadMs,
+  deployedBatching,
   managedFleet,
   managedProfile,
   providerSpendUsd,
   rateGrid,
+  regionalBatching,
   scenarioCost,
   unitsAtBatch,
   wireBytes,
   type LineName,
   type Measured,
   type Scenario,
+  type ScenarioCost,
   type StageProfile,
 } from '../../bench/cost-model';
 import { loadPriceBook, parsePriceBook, PriceBookError } from '../../bench/cost-prices';
 import { runNote } from '../../bench/cost';
-import { buildCostReport, costJson, renderCostChart, renderCostReport, scenarios } from '../../bench/cost-report';
+import { buildCostReport, costJson, regionScenarios, renderCostChart, renderCostReport, scenarios } from '../../bench/cost-report';
 import { Exact } from '../../bench/exact';
 
 const book = loadPriceBook();
@@ -64,6 +67,15 @@ const MEASURED: Measured = {
 };
 
 const STAGE: StageProfile = { name: 'prod', gatewayMemoryMb: 1024, workerMemoryMb: 512, logRetentionDays: 180, usageRetentionDays: 400 };
+
+/** Each component is the sum of its lines, and the total the sum of the components. */
+function expectAddsUp(cost: ScenarioCost): void {
+  for (const c of COMPONENTS) {
+    const mine = (Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c);
+    expect(cost.components[c].toString()).toBe(Exact.sum(mine.map((l) => cost.lines[l])).toString());
+  }
+  expect(cost.total.toString()).toBe(Exact.sum(COMPONENTS.map((c) => cost.components[c])).toString());
+}
 
 function scenario(over: Partial<Scenario>): Scenario {
   return { name: 't', stage: STAGE, compute: 'on-demand', memoryMb: 128, replySeconds: 5, requestsPerSecond: 100, ...over };
@@ -285,11 +297,7 @@ describe('scenarioCost', () => {
   });
 
   it('puts every line in one component, and the components add up to the total', () => {
-    for (const c of COMPONENTS) {
-      const mine = (Object.keys(LINES) as LineName[]).filter((l) => LINES[l] === c);
-      expect(onDemand128.components[c].toString()).toBe(Exact.sum(mine.map((l) => onDemand128.lines[l])).toString());
-    }
-    expect(onDemand128.total.toString()).toBe(Exact.sum(COMPONENTS.map((c) => onDemand128.components[c])).toString());
+    expectAddsUp(onDemand128);
   });
 
   it('bills managed instances by the instance, not by the second, and adds the 15% fee and the NAT', () => {
@@ -474,5 +482,187 @@ describe('the run a chart is drawn from', () => {
     [{}, 'run of no main run'],
   ])('names %j', (bench, note) => {
     expect(runNote(bench)).toBe(note);
+  });
+});
+
+describe('two regions', () => {
+  // The store map's replicated figures for a second region, chosen to check by hand: the gateway's
+  // 20 units are transactions (10 as plain writes there) plus 2 index writes; the aggregator's
+  // totals likewise halved.
+  const REPLICATED = {
+    gateway: { writeUnits: 11, indexWriteUnits: 2, upperBoundWriteUnits: 20, bytes: 3_000 },
+    aggregator: [
+      { batchSize: 1, writeUnits: 7, indexWriteUnits: 0, upperBoundWriteUnits: 14, bytes: 400 },
+      { batchSize: 100, writeUnits: 1.06, indexWriteUnits: 0, upperBoundWriteUnits: 2.12, bytes: 100 },
+    ],
+  };
+  const TWO: Measured = { ...MEASURED, store: { ...MEASURED.store, replicated: { noLimits: REPLICATED, allLimits: REPLICATED } } };
+  const one = scenarioCost(book, TWO, scenario({}), 'allLimits');
+  const two = scenarioCost(book, TWO, scenario({ regions: 2 }), 'allLimits');
+  const regionLines: LineName[] = ['warden', 'replicatedWrites', 'replicaIndexWrites', 'replicatedTtlDeletes', 'frontDoorWrites', 'crossRegion', 'cloudfrontRequests', 'cloudfrontFunction', 'kvsReads', 'toOrigin'];
+  const perMillionOfMonthly = (usdPerMonth: Exact): Exact => usdPerMonth.mul(E(1_000_000)).div(E(100 * 730 * 3600));
+  const gb = (bytes: number): Exact => E(bytes).div(E(2 ** 30));
+
+  it('one region is today\'s stack: every line as without a regions count, the two-region lines zero', () => {
+    const without = scenarioCost(book, TWO, scenario({}), 'allLimits');
+    const withOne = scenarioCost(book, TWO, scenario({ regions: 1 }), 'allLimits');
+    for (const l of Object.keys(LINES) as LineName[]) expect(withOne.lines[l].toString()).toBe(without.lines[l].toString());
+    for (const l of regionLines) expect(withOne.lines[l].isZero()).toBe(true);
+    expect(withOne.total.toString()).toBe(without.total.toString());
+    expect(withOne.regions).toBe(1);
+    expect(withOne.replication).toBeUndefined();
+    // The replicated figures change nothing in one region: the same as the measurements without them.
+    expect(scenarioCost(book, MEASURED, scenario({ regions: 1 }), 'allLimits').total.toString()).toBe(without.total.toString());
+    expect(withOne.lines.gatewayDuration.toString()).toBe('8.333375');
+  });
+
+  it("batches each region's own rows from a stream that carries both regions' records", () => {
+    // Prod's mapping at 100 req/s on one shard: one region gathers 1,000 records (500 rows); each of
+    // two regions gathers 1,000 records of which half are the other region's, so 250 of its own rows.
+    expect(two.aggregatorBatch.toString()).toBe('250');
+    expect(one.aggregatorBatch.toString()).toBe('500');
+    const b = { batchSize: 1000, windowSeconds: 60, recordsPerRequest: 2, rowsPerRequest: 1, shards: 4 };
+    expect(regionalBatching(b, 2)).toEqual({ ...b, recordsPerRequest: 4 });
+    // The store map's four shards at 10 req/s: 150 rows a batch in one region, 75 in each of two.
+    expect(aggregatorBatch(10, book.limits.streamPollsPerSecond.value, ASSUMPTIONS, b).toString()).toBe('150');
+    expect(aggregatorBatch(5, book.limits.streamPollsPerSecond.value, ASSUMPTIONS, regionalBatching(b, 2)).toString()).toBe('75');
+    expect(deployedBatching(2_500, ASSUMPTIONS).shards).toBe(3);
+    // Twice the invocations per row: 1 / 250 of a request's and the aggregator's time (20 ms + 250 ms) at 512 MB.
+    expect(two.lines.aggregator.toString()).toBe(E(1).div(E(250)).mul(E('0.0000002').add(E('0.5').mul(E(270)).div(E(1000)).mul(E('0.0000133334')))).mul(E(1_000_000)).toString());
+  });
+
+  it('bills the other region the replicated table writes as rWRU at the WRU price: (11 - 2) + 1.06 units, $6.2875 a million', () => {
+    expect(book.prices.dynamoReplicatedWriteUnit.value.toString()).toBe(book.prices.dynamoWriteUnit.value.toString());
+    expect(two.lines.replicatedWrites.toString()).toBe('6.2875');
+  });
+
+  it('bills the index writes again in the other region, as ordinary write units: 2 units, $1.25', () => {
+    expect(two.lines.replicaIndexWrites.toString()).toBe('1.25');
+  });
+
+  it('keeps the writing region\'s own units as they were', () => {
+    expect(two.lines.gatewayWrites.toString()).toBe(one.lines.gatewayWrites.toString());
+    expect(two.lines.gatewayWrites.toString()).toBe('12.5');
+    // The aggregator's own units at its smaller batch (here beyond the last point: the same).
+    expect(two.lines.aggregatorWrites.toString()).toBe(E('2.12').mul(E('0.625')).toString());
+  });
+
+  it('bills the TTL delete of each usage row (1 unit) and its share of a group of counted rows (60 / 1,024) where it is replicated', () => {
+    expect(two.lines.replicatedTtlDeletes.toString()).toBe('0.66162109375');
+  });
+
+  it('stores every item, with its backups, in both regions', () => {
+    expect(two.lines.storage.toString()).toBe(one.lines.storage.mul(E(2)).toString());
+  });
+
+  it('charges the replicated bytes at $0.02 a GB from us-east-1', () => {
+    expect(book.prices.interRegionGb.value.toString()).toBe('0.02');
+    expect(two.lines.crossRegion.toString()).toBe(gb(3_100).mul(E('0.02')).mul(E(1_000_000)).toString());
+  });
+
+  it('runs a sweeper in each region, the notifier in the configuration home, metrics and secret replicas in each', () => {
+    expect(two.lines.sweeper.toString()).toBe(one.lines.sweeper.mul(E(2)).toString());
+    expect(two.lines.notifier.toString()).toBe(one.lines.notifier.toString());
+    expect(two.lines.metrics.toString()).toBe(one.lines.metrics.mul(E(2)).toString());
+    expect(two.lines.secretsStored.toString()).toBe(one.lines.secretsStored.mul(E(2)).toString());
+    // Each sweeper's idle reads: 128 units a run, every minute, in each region.
+    expect(two.lines.reads.sub(one.lines.reads).toString()).toBe(perMillionOfMonthly(E(43_800).mul(E(128)).mul(E('0.000000125'))).toString());
+  });
+
+  it('prices the front door per request: $1.00 of CloudFront requests, $0.10 of its function, $0.03 of KeyValueStore reads, the prompt carried to the origin', () => {
+    expect(two.lines.cloudfrontRequests.toString()).toBe('1');
+    expect(two.lines.cloudfrontFunction.toString()).toBe('0.1');
+    expect(two.lines.kvsReads.toString()).toBe('0.03');
+    const w = wireBytes(MEASURED, 250, ASSUMPTIONS);
+    expect(two.lines.toOrigin.toString()).toBe(w.toProvider.div(E(2 ** 30)).mul(E('0.02')).mul(E(1_000_000)).toString());
+    // The reply leaves through CloudFront at $0.085 a GB; the prompt to the provider as before.
+    expect(two.lines.transferOut.toString()).toBe(w.toClient.div(E(2 ** 30)).mul(E('0.085')).add(w.toProvider.div(E(2 ** 30)).mul(E('0.09'))).mul(E(1_000_000)).toString());
+  });
+
+  it('prices the wardens: two 128 MB functions busy 55 s a minute, and their probes of both regions every 5 s', () => {
+    // 43,800 runs a month each; 2,102,400 probes (2 wardens × 2 regions × 525,600), each a gateway invocation (0 ms over at 128 MB here).
+    const runs = E(43_800).mul(E(2)).mul(E('0.0000002').add(E('0.125').mul(E(55)).mul(E('0.0000133334'))));
+    const probes = E(2_102_400).mul(E('0.0000002'));
+    expect(two.lines.warden.toString()).toBe(perMillionOfMonthly(runs.add(probes)).toString());
+    // About $4 a month a warden (docs/regions.md).
+    expect(Number(E(43_800).mul(E('0.125').mul(E(55)).mul(E('0.0000133334'))).toFixed(2))).toBe(4.02);
+  });
+
+  it('writes each probe and heartbeat once and replicates it once', () => {
+    expect(two.lines.frontDoorWrites.toString()).toBe(perMillionOfMonthly(E(2_102_400 + 525_600).mul(E('0.00000125'))).toString());
+  });
+
+  it('reports the replicated units, the bytes, and the total were a transaction\'s copy billed doubled', () => {
+    expect(two.regions).toBe(2);
+    expect(two.replication?.writeUnits.toString()).toBe('12.06');
+    expect(two.replication?.upperBoundWriteUnits.toString()).toBe('22.12');
+    expect(two.replication?.bytes.toString()).toBe('3100');
+    // (20 - 11) + (2.12 - 1.06) more units at $0.625 a million.
+    expect(two.replication?.upperBoundTotal.sub(two.total).toString()).toBe('6.2875');
+  });
+
+  it('adds up: the components are the lines, the total the components', () => {
+    expectAddsUp(two);
+  });
+
+  it("without the store map's replicated figures, bills the writing region's own units and a kilobyte each (an upper bound)", () => {
+    const c = scenarioCost(book, MEASURED, scenario({ regions: 2 }), 'allLimits');
+    // 20 gateway units and 2.12 of the aggregator's, all as table writes.
+    expect(c.lines.replicatedWrites.toString()).toBe(E('22.12').mul(E('0.625')).toString());
+    expect(c.lines.replicaIndexWrites.isZero()).toBe(true);
+    expect(c.lines.crossRegion.toString()).toBe(E('22.12').mul(E(1024)).div(E(2 ** 30)).mul(E('0.02')).mul(E(1_000_000)).toString());
+    expect(c.replication?.upperBoundTotal.toString()).toBe(c.total.toString());
+  });
+
+  it('runs a fleet of managed instances and the NAT gateways in each region, each sized for its half of the traffic', () => {
+    const oneManaged = scenarioCost(book, TWO, scenario({ compute: 'managed-instances', memoryMb: 2048, requestsPerSecond: 50 }), 'allLimits');
+    const twoManaged = scenarioCost(book, TWO, scenario({ compute: 'managed-instances', memoryMb: 2048, requestsPerSecond: 50, regions: 2 }), 'allLimits');
+    // 50 req/s needs the minimum fleet in one region; two regions each keep their own minimum.
+    expect(twoManaged.fleet?.instances).toBe(oneManaged.fleet?.instances);
+    expect(twoManaged.lines.instances.toString()).toBe(oneManaged.lines.instances.mul(E(2)).toString());
+    expect(twoManaged.lines.natHours.toString()).toBe(oneManaged.lines.natHours.mul(E(2)).toString());
+  });
+
+  it('reads the replicated figures from the store map, and says where they came from', () => {
+    const variant = (limits: string) => ({
+      limits,
+      gateway: { writeUnits: 20, indexWriteUnits: 2, readUnits: 1 },
+      aggregator: { '10': { rowsPerBatch: 150, writeUnits: 1, readUnits: 0 } },
+      replicated: {
+        gateway: { writeUnits: 11, indexWriteUnits: 2, upperBoundWriteUnits: 20, bytes: 3_000 },
+        aggregator: { '100': { rowsPerBatch: 500, writeUnits: 0.25, indexWriteUnits: 0, upperBoundWriteUnits: 0.5, bytes: 50 }, '10': { rowsPerBatch: 150, writeUnits: 0.5, indexWriteUnits: 0, upperBoundWriteUnits: 1, bytes: 80 } },
+        totalWriteUnits: { '10': 11.5 },
+      },
+    });
+    const map = { variants: [variant('none'), variant('every')], sweeperRun: { readCalls: 256, readUnits: 128, writeUnits: 0, replicatedWriteUnits: 0 } };
+    const s = storeUnitsFrom(map);
+    expect(s?.replicated?.allLimits).toEqual({
+      gateway: { writeUnits: 11, indexWriteUnits: 2, upperBoundWriteUnits: 20, bytes: 3_000 },
+      aggregator: [
+        { batchSize: 150, writeUnits: 0.5, indexWriteUnits: 0, upperBoundWriteUnits: 1, bytes: 80 },
+        { batchSize: 500, writeUnits: 0.25, indexWriteUnits: 0, upperBoundWriteUnits: 0.5, bytes: 50 },
+      ],
+    });
+    expect(s?.sweeperRun).toEqual({ readUnits: 128, writeUnits: 0, replicatedWriteUnits: 0 });
+    expect(measuredFrom({ storeMap: map }).sources.replicatedUnits).toMatch(/^measured/);
+    const older = { variants: map.variants.map(({ replicated: _r, ...rest }) => rest) };
+    expect(storeUnitsFrom(older)?.replicated).toBeUndefined();
+    expect(measuredFrom({ storeMap: older }).sources.replicatedUnits).toMatch(/^stated/);
+  });
+
+  it('adds two-region scenarios to the report, each with its regions, and prints their table', () => {
+    const stages = stageProfiles();
+    const report = buildCostReport(book, TWO, stages);
+    const list = regionScenarios(book, stages);
+    // Prod at three rates, the other stages at the goal's, prod's managed instances at theirs.
+    expect(list).toHaveLength(3 + (stages.length - 1) + 1);
+    expect(list.every((x) => x.regions === 2)).toBe(true);
+    const json = costJson(report) as { scenarios: { regions: number; name: string; replication?: Record<string, number> }[] };
+    expect(json.scenarios).toHaveLength(scenarios(book, stages).length + list.length);
+    expect(json.scenarios.every((x) => x.regions === 1 || x.regions === 2)).toBe(true);
+    expect(json.scenarios.filter((x) => x.regions === 2).every((x) => x.replication !== undefined)).toBe(true);
+    const text = renderCostReport(report);
+    expect(text).toContain('two regions');
+    expect(text).toContain('replicatedWrites');
   });
 });

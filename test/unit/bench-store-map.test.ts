@@ -15,6 +15,8 @@ import {
   numberSize,
   partitionText,
   readUnits,
+  replicatedWrite,
+  replicatedWrites,
   rollupFamilies,
   rowsPerBatch,
   storeFamilies,
@@ -74,20 +76,21 @@ describe('DynamoDB sizes', () => {
   });
 });
 
+// A table of open holds with an ALL index (the layout before requests' rows), its keys-only twin, and its items.
+const holds: TableSchema = {
+  name: 'usage',
+  partitionKey: { name: 'holdId', type: 'S' },
+  indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
+  stream: false,
+};
+const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
+const key: WireItem = { holdId: { S: 'req_1' } };
+const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
+const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
+const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
+
 describe('keyWrites: the table and its indexes, from the schema', () => {
-  // A table of open holds with an ALL index (the layout before requests' rows), and its keys-only twin.
-  const holds: TableSchema = {
-    name: 'usage',
-    partitionKey: { name: 'holdId', type: 'S' },
-    indexes: [{ indexName: 'byExpiry', partitionKey: { name: 'open', type: 'S' }, sortKey: { name: 'expiresAt', type: 'N' } }],
-    stream: false,
-  };
-  const keysOnly: TableSchema = { ...holds, indexes: [{ ...(holds.indexes[0] as TableSchema['indexes'][number]), projection: 'KEYS_ONLY' }] };
   const ledger: TableSchema = { name: 'ledger', partitionKey: { name: 'pk', type: 'S' }, sortKey: { name: 'sk', type: 'S' }, indexes: [], stream: false };
-  const key: WireItem = { holdId: { S: 'req_1' } };
-  const open = (expiresAt: string): WireItem => ({ ...key, open: { S: '1' }, expiresAt: { N: expiresAt }, workspaceId: { S: 'ws_a' } });
-  const closed: WireItem = { ...key, workspaceId: { S: 'ws_a' } };
-  const big: WireItem = { ...key, open: { S: '1' }, expiresAt: { N: '5' }, pad: { S: 'x'.repeat(1500) } };
   const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'usage', transactional: true, key, workspaces: ['ws_a'], ...over });
   const brief = (ws: readonly KeyWrite[]): [string, number][] => ws.map((w) => [w.partition, w.units]);
 
@@ -387,5 +390,31 @@ describe('itemSizes: what a load wrote, by kind of item', () => {
     const sizes = itemSizes([w('BALANCE', 900), w('BALANCE', 1100), w('MONTH#2027-02', 200)], () => ledger);
     expect(Object.keys(sizes)).toEqual(['ledger BALANCE', 'ledger MONTH']);
     expect(sizes['ledger BALANCE']).toEqual({ writes: 2, maxBytes: 1100, meanBytes: 1000, overOneKb: 1, units: 2 + 4 });
+  });
+});
+
+describe('replicated writes: what a second region is billed for a write (global tables)', () => {
+  const write = (over: Partial<ItemWrite>): ItemWrite => ({ source: 'gateway', op: 'Put', table: 'usage', transactional: true, key, workspaces: ['ws_a'], ...over });
+
+  it.each<[string, ItemWrite, TableSchema, { units: number; upperBoundUnits: number; indexUnits: number; bytes: number }]>([
+    // A transaction's put: 2 units where it runs; replicated, 1 as a plain write (2 if AWS bills the copy doubled), and the index entry there.
+    ['a transactional put of an open hold', write({ after: open('100') }), holds, { units: 1, upperBoundUnits: 2, indexUnits: 1, bytes: itemSize(open('100')) }],
+    ['a plain put: the same units in both regions', write({ after: open('100'), transactional: false }), holds, { units: 1, upperBoundUnits: 1, indexUnits: 1, bytes: itemSize(open('100')) }],
+    ['a delete: its key replicated, the index entry deleted there too', write({ op: 'Delete', before: open('100') }), holds, { units: 1, upperBoundUnits: 2, indexUnits: 1, bytes: itemSize(key) }],
+    ['an update that moves the index key: two index writes there', write({ op: 'Update', before: open('100'), after: open('200') }), holds, { units: 1, upperBoundUnits: 2, indexUnits: 2, bytes: itemSize(open('200')) }],
+    ['a large item: units by KB of the larger image', write({ op: 'Update', before: big, after: open('5') }), holds, { units: 2, upperBoundUnits: 4, indexUnits: 2, bytes: itemSize(open('5')) }],
+    ['keys only, the index key kept: no index write there', write({ op: 'Update', before: open('100'), after: { ...open('100'), extra: { N: '1' } } }), keysOnly, { units: 1, upperBoundUnits: 2, indexUnits: 0, bytes: itemSize({ ...open('100'), extra: { N: '1' } }) }],
+    ['a condition check writes nothing, so nothing is replicated', write({ op: 'ConditionCheck', before: open('100'), after: open('100') }), holds, { units: 0, upperBoundUnits: 0, indexUnits: 0, bytes: 0 }],
+  ])('%s', (_name, w, schema, expected) => {
+    expect(replicatedWrite(w, schema)).toEqual(expected);
+  });
+
+  it('DynamoDB Local\'s reported units do not change what the other region is billed', () => {
+    expect(replicatedWrite(write({ after: open('1'), transactional: false, reportedUnits: 3 }), holds).units).toBe(1);
+  });
+
+  it('sums a load\'s writes', () => {
+    const writes = [write({ after: open('100') }), write({ op: 'Update', before: open('100'), after: closed }), write({ op: 'ConditionCheck', before: closed })];
+    expect(replicatedWrites(writes, () => holds)).toEqual({ units: 2, upperBoundUnits: 4, indexUnits: 2, bytes: itemSize(open('100')) + itemSize(closed) });
   });
 });
