@@ -10,7 +10,7 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import { peerCounters } from '../core/transfers';
 import { sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
-import { LedgerNotFoundError } from './balance';
+import { LedgerNotFoundError, readBalance, type BalanceSummary } from './balance';
 import { RegionLens } from './regions-lens';
 import { peersOf, regionTag, type RegionSetup } from './regions';
 import { transferPk } from './regions-transfers';
@@ -131,5 +131,25 @@ export async function readRegionalBalance(raw: DocumentSender, tables: LedgerTab
     creditedMicros: total((r) => r.creditedMicros),
     inTransitMicros: total((r) => r.sentMicros) - total((r) => r.receivedMicros),
     strandedMicros: total((r) => (r.down ? r.availableMicros + r.heldMicros : 0)),
+  };
+}
+
+/**
+ * The workspace-wide balance an operator reads (`workspace show`, the management API's balance):
+ * today's `readBalance` in one region; with several, every region's slices summed (each region's
+ * read in this replica), slice counts and floor the home region's.
+ */
+export async function readBalanceEverywhere(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup | undefined, workspaceId: string, now: number = Date.now()): Promise<BalanceSummary> {
+  if (setup === undefined) return readBalance(raw, tables, workspaceId, now);
+  const parts = await Promise.all(setup.regions.map((region) => readBalance(lensFor(raw, tables, setup, region), tables, workspaceId, now)));
+  const home = parts[0] as BalanceSummary;
+  const sum = (f: (b: BalanceSummary) => number): number => parts.reduce((a, b) => a + f(b), 0);
+  return {
+    ...home,
+    availableMicros: sum((b) => b.availableMicros),
+    heldMicros: sum((b) => b.heldMicros),
+    spentMicros: sum((b) => b.spentMicros),
+    creditedMicros: sum((b) => b.creditedMicros),
+    month: { id: home.month.id, settledMicros: sum((b) => b.month.settledMicros), heldMicros: sum((b) => b.month.heldMicros) },
   };
 }

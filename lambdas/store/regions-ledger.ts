@@ -127,10 +127,15 @@ export class RegionalLedger implements Ledger {
         continue;
       }
       if (Date.now() >= deadline) return { admitted: false, refusal: await this.widen(request, refusal) };
-      const spare = await this.peerSpare(request.workspaceId, short.q);
-      // Refused at once when the others' figures could not cover it either (they are only read, never spent).
-      if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) return { admitted: false, refusal: await this.widen(request, refusal) };
-      await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+      try {
+        const spare = await this.peerSpare(request.workspaceId, short.q);
+        // Refused at once when the others' figures could not cover it either (they are only read, never spent).
+        if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) return { admitted: false, refusal: await this.widen(request, refusal) };
+        await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+      } catch {
+        // Asking failed (the store refused a read or the ask): the region's own refusal stands, early and safe.
+        return { admitted: false, refusal };
+      }
       if (short.q.kind === 'key') await this.refreshReceived(request.workspaceId, short.q);
       outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
       if (outcome.admitted) return outcome;

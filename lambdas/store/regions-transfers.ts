@@ -41,6 +41,12 @@ export interface TransferStep {
 
 const ATTEMPTS = 8;
 
+/** A short jittered pause before reading again: a cancelled transfer met a busy slice or another process's transfer. */
+function pause(attempt: number): Promise<void> {
+  const ms = Math.min(200, 5 * 2 ** attempt) * (0.5 + Math.random());
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 function cancelled(err: unknown): boolean {
   return err instanceof Error && (err.name === 'TransactionCanceledException' || err.name === 'ConditionalCheckFailedException');
 }
@@ -132,7 +138,8 @@ export class RegionTransfers {
         return delta;
       } catch (err) {
         if (!cancelled(err)) throw err;
-        // Another process of this region credited it (or part of it) first: read again.
+        // Another process of this region credited it (or part of it) first, or slice 0 was busy: read again.
+        await pause(attempt);
       }
     }
     return 0;
@@ -206,6 +213,7 @@ export class RegionTransfers {
         return give;
       } catch (err) {
         if (!cancelled(err)) throw err;
+        await pause(attempt);
       }
     }
     return 0;

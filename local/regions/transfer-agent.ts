@@ -4,6 +4,7 @@
  * `npm run start:regions` starts one per region; tests start them directly.
  */
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DocumentSender } from '../../lambdas/adapters/dynamo-wire';
 import { handleTransferRecords } from '../../lambdas/transfer/agent';
 import { tableName } from '../../lambdas/shared/schema';
 import { asRegion, type RegionSetup } from '../../lambdas/store/regions';
@@ -23,6 +24,8 @@ export interface LocalTransferAgentOptions {
   readonly intervalMs?: number;
   /** @default console.error */
   readonly log?: (message: string) => void;
+  /** Wraps the client the agent writes through (tests record every write with it). @default as is */
+  readonly wrap?: (doc: DocumentSender) => DocumentSender;
 }
 
 /** A running local transfer agent. */
@@ -37,7 +40,7 @@ export async function startTransferAgent(options: LocalTransferAgentOptions): Pr
   const client = makeDynamoClient(options.endpoint);
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
   const ledger = tableName(options.tablePrefix, 'ledger');
-  const transfers = new RegionTransfers(doc, { ledger, usage: tableName(options.tablePrefix, 'usage') }, asRegion(options.setup, options.region));
+  const transfers = new RegionTransfers(options.wrap === undefined ? doc : options.wrap(doc), { ledger, usage: tableName(options.tablePrefix, 'usage') }, asRegion(options.setup, options.region));
   const poller = await startStreamPoller({
     endpoint: options.endpoint,
     tableName: ledger,
