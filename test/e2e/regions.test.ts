@@ -22,7 +22,7 @@
  *   its limit.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -33,6 +33,7 @@ import { freePort } from '../../local/free-port';
 import type { RegionsStateFile } from '../../local/regions/settings';
 import { makeDynamoClient } from '../../local/tables';
 import { tableName } from '../../lambdas/shared/schema';
+import { expectLoopbackOnly } from '../support/loopback-only';
 import { regionSetupFromEnv, type RegionSetup } from '../../lambdas/store/regions';
 import { type RegionalBalance, readRegionalBalance } from '../../lambdas/store/regions-balance';
 
@@ -293,6 +294,14 @@ afterAll(async () => {
 it('two regions behind one front door: races admit exactly what fits, a region killed mid-load is served around and comes back, and the ledger stays exact', async () => {
   expect(state.regions.map((r) => r.name)).toEqual(['us-east-1', 'us-west-2']);
   expect(state.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+  // Everything on loopback only; each region's data the user's alone.
+  for (const r of state.regions) {
+    await expectLoopbackOnly(Number(new URL(r.endpoint).port));
+    await expectLoopbackOnly(Number(new URL(r.gatewayUrl as string).port));
+    expect({ dir: r.dataDir, mode: statSync(r.dataDir).mode & 0o777 }).toEqual({ dir: r.dataDir, mode: 0o700 });
+  }
+  await expectLoopbackOnly(Number(new URL(state.baseUrl as string).port));
+  expect(statSync(join(home, '.sluice', 'regions', 'state.json')).mode & 0o777).toBe(0o600);
 
   // ---- Calibration: what one race request holds (the same body always holds the same).
   const calibration = await workspace('calibration', 1_000);
