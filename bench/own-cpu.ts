@@ -104,7 +104,7 @@ function nullSink(): ResponseSink & { bytes: number; status: number } {
 }
 
 /** A Lambda response stream that counts and discards what it is given. */
-function discard(): Writable & { bytes: number; setContentType(type: string): void } {
+export function discard(): Writable & { bytes: number; setContentType(type: string): void } {
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
       stream.bytes += chunk.length;
@@ -116,14 +116,14 @@ function discard(): Writable & { bytes: number; setContentType(type: string): vo
   return stream;
 }
 
-/** A Function URL event for a chat request. */
-function functionUrlEvent(body: Buffer): APIGatewayProxyEventV2 {
+/** A Function URL event for a chat request with `rawKey` (the in-memory ports' key by default). */
+export function functionUrlEvent(body: Buffer, rawKey: string = RAW_KEY): APIGatewayProxyEventV2 {
   return {
     version: '2.0',
     routeKey: '$default',
     rawPath: '/v1/chat/completions',
     rawQueryString: '',
-    headers: { authorization: `Bearer ${RAW_KEY}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${rawKey}`, 'content-type': 'application/json' },
     requestContext: { http: { method: 'POST', path: '/v1/chat/completions', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'bench' } },
     body: body.toString('utf8'),
     isBase64Encoded: false,

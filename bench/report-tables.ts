@@ -61,6 +61,8 @@ export function renderTables(r: Results): string {
     ['other figures', 'value'],
     ['gateway CPU per non-streamed request (c=1)', `${n(c.perNonStreamedRequestUs)} us (system ${n(c.perNonStreamedRequestSystemUs)} us)`],
     ['  control: bare relay CPU per request', `${n(c.relayPerRequestUs)} us`],
+    ['gateway fixed CPU per stream, busy / c=1', `${n(c.fixedPerStreamUs)} us / ${n(c.sequentialStream.fixedUs)} us (bare relay ${n(c.relayFixedPerStreamUs)} / ${n(c.sequentialStream.relayFixedUs)} us)`],
+    ['  c=1: CPU per short stream, gateway / relay', `${n(c.sequentialStream.perStreamUs)} / ${n(c.sequentialStream.relayPerStreamUs)} us (${n(c.sequentialStream.framesPerStream)} / ${n(c.sequentialStream.relayFramesPerStream)} frames)`],
     ['  control: DynamoWire client CPU per TransactWriteItems', `${n(c.wirePerTransactionUs)} us (x2 per request: admit, settle)`],
     ['  control: AWS SDK client CPU per TransactWriteItems', `${n(c.sdkPerTransactionUs)} us (the client used before DynamoWire)`],
     ['  control: SDK low-level DynamoDBClient, pre-marshalled', `${n(c.sdkLowLevelPerTransactionUs)} us (DynamoWire saves ${n(c.sdkLowLevelPerTransactionUs - c.wirePerTransactionUs)} us per call)`],

@@ -9,6 +9,7 @@ import type { BusyChunkCpu } from './chunk-cpu';
 import type { CostInputs } from './cost-inputs';
 import type { Timing } from './load';
 import type { OwnCpu } from './own-cpu';
+import type { StreamCpu } from './phases/stream-cpu';
 import type { ProfileSummary } from './profile-summary';
 import type { Phases, TripSample } from './protocol';
 import { histogram, summarize, type Summary } from './stats';
@@ -187,6 +188,14 @@ export interface CpuFigures {
   readonly perChunkBusyUs: number;
   /** The same for the bare relay (control). */
   readonly relayPerChunkBusyUs: number;
+  /**
+   * A stream's fixed CPU (issue 21's figure): the busy phase's per-stream cost with its chunks
+   * taken out (admission, settlement, setup and teardown, the usage and log lines). The relay's is the control.
+   */
+  readonly fixedPerStreamUs: number;
+  readonly relayFixedPerStreamUs: number;
+  /** Short unpaced streams one at a time (`phases/stream-cpu.ts`); `fixedUs` less their frames at the busy per-chunk figure. */
+  readonly sequentialStream: StreamCpu & { readonly fixedUs: number; readonly relayFixedUs: number };
   readonly busy: { readonly gateway: BusyChunkCpu; readonly relay: BusyChunkCpu };
   /**
    * One paced stream at a time: every chunk wakes an idle process, so on a virtual machine this

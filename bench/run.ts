@@ -27,6 +27,9 @@
  *                                  (`--no-cpu-share` to skip it), then the cost model
  *   npm run bench -- --cost-only   only the cost model (`cost.ts`), from the last bench.json,
  *                                  which every run ends with
+ *   npx tsx bench/cpu-breakdown.ts where a request's and a stream's CPU go, by part of the
+ *                                  request path, with allocations (and instructions under
+ *                                  callgrind): the A/B tool for CPU per request (docs/bench.md)
  *
  * Every figure is skewed by whatever else the machine runs: the load average is reported.
  *
@@ -48,6 +51,7 @@ import { costMeasures } from './phases/cost-measures';
 import { nonStreamedLatency } from './phases/latency';
 import { quietControls } from './phases/quiet-controls';
 import { requestCpu } from './phases/request-cpu';
+import { fixedPerStream, streamCpu } from './phases/stream-cpu';
 import { sdkControls } from './phases/sdk-controls';
 import { throughputPhase } from './phases/throughput';
 import { roundTripsOnly } from './phases/round-trips';
@@ -76,6 +80,7 @@ async function main(): Promise<void> {
     await warmUp(stack, plan);
     const latency = await nonStreamedLatency(stack, plan);
     const reqCpu = await requestCpu(stack, plan);
+    const seqStreams = await streamCpu(stack, plan);
     const throughput = await throughputPhase(stack, plan);
     const ttfb = await streamTtfb(stack, plan);
     const gaps = await chunkGaps(stack, plan);
@@ -112,6 +117,13 @@ async function main(): Promise<void> {
         own: quiet.own,
         perChunkBusyUs: chunk.busy.gateway.perChunkUs,
         relayPerChunkBusyUs: chunk.busy.relay.perChunkUs,
+        fixedPerStreamUs: chunk.busy.gateway.perStreamFixedUs,
+        relayFixedPerStreamUs: chunk.busy.relay.perStreamFixedUs,
+        sequentialStream: {
+          ...seqStreams,
+          fixedUs: fixedPerStream(seqStreams.perStreamUs, seqStreams.framesPerStream, chunk.busy.gateway.perChunkUs),
+          relayFixedUs: fixedPerStream(seqStreams.relayPerStreamUs, seqStreams.relayFramesPerStream, chunk.busy.relay.perChunkUs),
+        },
         busy: chunk.busy,
         perChunkPacedSequentialUs: chunk.perChunkPacedSequentialUs,
         relayPerChunkPacedSequentialUs: chunk.relayPerChunkPacedSequentialUs,

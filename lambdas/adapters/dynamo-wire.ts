@@ -2,9 +2,11 @@
  * DynamoDB's JSON protocol spoken directly, for the gateway's per-request calls (admit, settle,
  * extend, key lookups). Measured on the benchmark machine, the SDK v3 spends 2.5–3 ms of CPU on
  * each TransactWriteItems in its middleware stack (endpoint rules, serde, retry bookkeeping,
- * signing); this client spends a small fraction of that on the same bytes: marshal with the SDK's
- * own `@aws-sdk/util-dynamodb`, sign with the SDK's own SigV4 signer (`@smithy/signature-v4`), one POST
- * on a keep-alive agent, parse.
+ * signing); this client spends a small fraction of that on the same bytes: the command written
+ * to DynamoDB JSON in one pass (`dynamo-json.ts`, byte for byte what `@aws-sdk/util-dynamodb`'s
+ * `marshall` and `JSON.stringify` make of it), signed by a SigV4 for this one request shape
+ * (`sigv4.ts`, tested equal to the SDK's own signer), one write on a keep-alive socket
+ * (`http1-pool.ts`), the reply parsed. docs/gateway.md has each part's cost before and after.
  *
  * It answers the lib-dynamodb commands the gateway uses (`TransactWriteCommand`, `UpdateCommand`,
  * `GetCommand`, `BatchGetCommand`) with the DocumentClient's result and error shapes, so the
@@ -20,9 +22,7 @@
  * account-ID endpoints (the regional endpoint serves every account), response CRC checks (the SDK
  * v3 does not make them either).
  */
-import { createHash, createHmac, randomUUID, type Hash, type Hmac } from 'node:crypto';
-import http from 'node:http';
-import https from 'node:https';
+import { randomUUID } from 'node:crypto';
 import { BatchGetCommand, GetCommand, TransactGetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type {
   BatchGetCommandOutput,
@@ -33,7 +33,9 @@ import type {
 } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
-import { SignatureV4 } from '@smithy/signature-v4';
+import { entryJson, transactWriteJson } from './dynamo-json';
+import { Http1Pool, type Http1Reply } from './http1-pool';
+import { DynamoSigner } from './sigv4';
 
 /** The commands the gateway sends, with the DocumentClient's results: both clients satisfy this. */
 export interface DocumentSender {
@@ -125,7 +127,7 @@ type Av = Record<string, AttributeValue>;
 const toAv = (value: Record<string, NativeAttributeValue> | undefined): Av | undefined => (value === undefined ? undefined : marshall(value, MARSHAL));
 const fromAv = (value: Av | undefined): Record<string, unknown> | undefined => (value === undefined ? undefined : unmarshall(value));
 
-/** `TableName`, `Key`/`Item` and expression values marshalled; every other field as given. */
+/** `TableName`, `Key`/`Item` and expression values marshalled; every other field as given (the two rare reads, `BatchGetItem` and `TransactGetItems`). */
 function marshalEntry(entry: Json): Json {
   const out: Json = { ...entry };
   if (entry.Key !== undefined) out.Key = toAv(entry.Key as Record<string, NativeAttributeValue>);
@@ -134,79 +136,21 @@ function marshalEntry(entry: Json): Json {
   return out;
 }
 
-type SourceData = string | ArrayBuffer | ArrayBufferView;
-
-function toBytes(data: SourceData): string | Buffer {
-  if (typeof data === 'string') return data;
-  return data instanceof ArrayBuffer ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-}
-
-/** node:crypto's SHA-256 and HMAC behind the hash interface `@smithy/signature-v4` takes. */
-class NodeSha256 {
-  private hash: Hash | Hmac;
-
-  constructor(private readonly secret?: SourceData) {
-    this.hash = this.fresh();
-  }
-
-  private fresh(): Hash | Hmac {
-    return this.secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(this.secret));
-  }
-
-  update(data: SourceData): void {
-    this.hash.update(toBytes(data));
-  }
-
-  digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.hash.digest()));
-  }
-
-  reset(): void {
-    this.hash = this.fresh();
-  }
-}
-
 /**
- * SigV4 for DynamoDB's one shape of request (POST / with a JSON body), by the AWS SDK's own signer
- * (`@smithy/signature-v4`, which caches its signing keys). One signer per set of credentials: they
- * change only when the role's session is renewed.
+ * SigV4 for DynamoDB's one shape of request (POST / with a JSON body): `DynamoSigner`
+ * (`sigv4.ts`), its signing key derived once a day. Tested equal to the SDK's own signer.
  */
 export class WireSigner {
-  private last: { readonly credentials: WireCredentials; readonly signer: SignatureV4 } | undefined;
+  private readonly signer: DynamoSigner;
 
-  constructor(
-    private readonly region: string,
-    private readonly host: string,
-  ) {}
+  constructor(region: string, host: string) {
+    this.signer = new DynamoSigner(region, host, SERVICE, CONTENT_TYPE);
+  }
 
   /** The headers to send (signed ones plus `authorization`) for this body at this time. */
-  async sign(target: string, body: Buffer, credentials: WireCredentials, at: Date): Promise<Record<string, string>> {
-    const signed = await this.signerFor(credentials).sign(
-      { method: 'POST', protocol: 'https:', hostname: this.host, path: '/', query: {}, headers: { 'content-type': CONTENT_TYPE, host: this.host, 'x-amz-target': target }, body },
-      { signingDate: at },
-    );
-    return signed.headers;
+  sign(target: string, body: Buffer, credentials: WireCredentials, at: Date): Record<string, string> {
+    return this.signer.sign(target, body, credentials, at);
   }
-
-  private signerFor(credentials: WireCredentials): SignatureV4 {
-    const last = this.last;
-    if (
-      last !== undefined &&
-      last.credentials.accessKeyId === credentials.accessKeyId &&
-      last.credentials.secretAccessKey === credentials.secretAccessKey &&
-      last.credentials.sessionToken === credentials.sessionToken
-    ) {
-      return last.signer;
-    }
-    const signer = new SignatureV4({ service: SERVICE, region: this.region, credentials, sha256: NodeSha256 });
-    this.last = { credentials, signer };
-    return signer;
-  }
-}
-
-interface RawReply {
-  readonly status: number;
-  readonly body: Buffer;
 }
 
 /** A DynamoDB client for the gateway's hot path; see the module comment. */
@@ -215,22 +159,21 @@ export class DynamoWire implements DocumentSender {
   requests = 0;
   private readonly url: URL;
   private readonly signer: WireSigner;
-  private readonly agent: http.Agent;
-  private readonly transport: typeof http | typeof https;
+  private readonly pool: Http1Pool;
   private readonly maxAttempts: number;
   private readonly attemptTimeoutMs: number;
   private readonly callBudgetMs: number;
 
   constructor(private readonly options: DynamoWireOptions) {
     this.url = new URL(options.endpoint);
-    const secure = this.url.protocol === 'https:';
-    this.transport = secure ? https : http;
     // No cap on sockets: a call must never wait in this process for a connection, since that wait
     // would count against its budget. A function on demand serves one request at a time; on Lambda
     // Managed Instances, in local mode and in the tests it serves many at once, and none may queue
     // behind an arbitrary limit.
-    const sockets = options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {};
-    this.agent = secure ? new https.Agent({ keepAlive: true, ...sockets }) : new http.Agent({ keepAlive: true, ...sockets });
+    this.pool = new Http1Pool(this.url, {
+      ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
+      timeoutError: () => Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' }),
+    });
     this.signer = new WireSigner(options.region, this.url.host);
     this.maxAttempts = options.maxAttempts ?? 4;
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
@@ -245,20 +188,15 @@ export class DynamoWire implements DocumentSender {
   async send(command: TransactWriteCommand | UpdateCommand | GetCommand | BatchGetCommand | TransactGetCommand): Promise<unknown> {
     if (command instanceof TransactWriteCommand) {
       const input = command.input;
-      const items = (input.TransactItems ?? []).map((item) => {
-        const out: Json = {};
-        for (const [kind, entry] of Object.entries(item)) if (entry !== undefined) out[kind] = marshalEntry(entry as Json);
-        return out;
-      });
-      const out = await this.call('TransactWriteItems', { ...input, TransactItems: items, ClientRequestToken: input.ClientRequestToken ?? randomUUID() });
+      const out = await this.call('TransactWriteItems', transactWriteJson(input as Json, input.ClientRequestToken ?? randomUUID()));
       return { $metadata: {}, ...out } as TransactWriteCommandOutput;
     }
     if (command instanceof UpdateCommand) {
-      const out = await this.call('UpdateItem', marshalEntry(command.input as Json));
+      const out = await this.call('UpdateItem', entryJson(command.input as Json));
       return { $metadata: {}, ...out, Attributes: fromAv(out.Attributes as Av | undefined) } as UpdateCommandOutput;
     }
     if (command instanceof GetCommand) {
-      const out = await this.call('GetItem', marshalEntry(command.input as Json));
+      const out = await this.call('GetItem', entryJson(command.input as Json));
       return { $metadata: {}, ...out, Item: fromAv(out.Item as Av | undefined) } as GetCommandOutput;
     }
     if (command instanceof BatchGetCommand) {
@@ -266,7 +204,7 @@ export class DynamoWire implements DocumentSender {
       for (const [table, entry] of Object.entries(command.input.RequestItems ?? {})) {
         requestItems[table] = { ...entry, Keys: (entry.Keys ?? []).map((k) => toAv(k)) };
       }
-      const out = await this.call('BatchGetItem', { ...command.input, RequestItems: requestItems });
+      const out = await this.call('BatchGetItem', JSON.stringify({ ...command.input, RequestItems: requestItems }));
       const responses: Record<string, Record<string, unknown>[]> = {};
       for (const [table, items] of Object.entries((out.Responses ?? {}) as Record<string, Av[]>)) responses[table] = items.map((i) => unmarshall(i));
       const unprocessed: Json = {};
@@ -277,21 +215,21 @@ export class DynamoWire implements DocumentSender {
     }
     if (command instanceof TransactGetCommand) {
       const items = (command.input.TransactItems ?? []).map((item) => ({ Get: marshalEntry(item.Get as Json) }));
-      const out = await this.call('TransactGetItems', { ...command.input, TransactItems: items });
+      const out = await this.call('TransactGetItems', JSON.stringify({ ...command.input, TransactItems: items }));
       const responses = ((out.Responses ?? []) as { Item?: Av }[]).map((r) => ({ Item: fromAv(r.Item) }));
       return { $metadata: {}, ...out, Responses: responses } as TransactGetCommandOutput;
     }
     throw new TypeError(`DynamoWire does not send ${(command as object).constructor.name}`);
   }
 
-  /** Ends idle keep-alive sockets (tests, shutdown). */
+  /** Ends the keep-alive sockets (tests, shutdown). */
   destroy(): void {
-    this.agent.destroy();
+    this.pool.destroy();
   }
 
-  /** One operation, with the standard mode's retries; resolves to the parsed reply. */
-  private async call(operation: string, input: Json): Promise<Json> {
-    const body = Buffer.from(JSON.stringify(input), 'utf8');
+  /** One operation (its body already JSON), with the standard mode's retries; resolves to the parsed reply. */
+  private async call(operation: string, json: string): Promise<Json> {
+    const body = Buffer.from(json, 'utf8');
     const target = TARGET_PREFIX + operation;
     const deadline = Date.now() + this.callBudgetMs;
     /** Waits before the next attempt; false when no attempt could finish within the budget. */
@@ -303,9 +241,9 @@ export class DynamoWire implements DocumentSender {
       return true;
     };
     for (let attempt = 1; ; attempt += 1) {
-      let reply: RawReply;
+      let reply: Http1Reply;
       try {
-        const headers = await this.signer.sign(target, body, await this.options.credentials(), new Date());
+        const headers = this.signer.sign(target, body, await this.options.credentials(), new Date());
         reply = await this.post(headers, body, deadline);
       } catch (err) {
         if (isRetryableNetwork(err) && (await retryAfterBackoff(attempt, false))) continue;
@@ -319,48 +257,24 @@ export class DynamoWire implements DocumentSender {
     }
   }
 
-  private post(headers: Record<string, string>, body: Buffer, deadline: number): Promise<RawReply> {
+  /**
+   * One attempt: the request's bytes in one write on a pooled keep-alive socket, the reply read
+   * whole. Two limits, neither an idle timeout (a store that trickles is as stuck as one that is
+   * silent): the attempt's own, from when it has a socket (waiting in the pool behind other calls
+   * is not the store being stuck), and the call's budget, from its start. The socket goes with a
+   * failed attempt (it may still get the late reply).
+   */
+  private post(headers: Record<string, string>, body: Buffer, deadline: number): Promise<Http1Reply> {
     this.requests += 1;
-    return new Promise<RawReply>((resolve, reject) => {
-      const req = this.transport.request(
-        {
-          protocol: this.url.protocol,
-          hostname: this.url.hostname,
-          port: this.url.port,
-          method: 'POST',
-          path: '/',
-          agent: this.agent,
-          headers: { ...headers, 'content-length': String(body.length) },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            timer.clear();
-            resolve({ status: res.statusCode ?? 0, body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) });
-          });
-          res.on('error', reject);
-        },
-      );
-      // Two limits, neither an idle timeout (a store that trickles is as stuck as one that is
-      // silent): the attempt's own, from when it has a connection (waiting in the pool behind
-      // other calls is not the store being stuck), and the call's budget, from its start. The
-      // socket goes with the request (it may still get the late reply).
-      const late = (): void => {
-        req.destroy(Object.assign(new Error('DynamoDB did not answer in time'), { code: 'ETIMEDOUT' }));
-      };
-      let attemptTimer: NodeJS.Timeout | undefined;
-      const budgetTimer = setTimeout(late, Math.max(1, deadline - Date.now()));
-      req.once('socket', () => {
-        attemptTimer = setTimeout(late, this.attemptTimeoutMs);
-      });
-      const timer = { clear: (): void => (clearTimeout(budgetTimer), clearTimeout(attemptTimer)) };
-      req.on('error', (err) => {
-        timer.clear();
-        reject(err);
-      });
-      req.end(body);
-    });
+    let head = 'POST / HTTP/1.1\r\n';
+    for (const name in headers) {
+      const value = headers[name] as string;
+      // A header value with a line break would end the header early: refused, as Node's client does.
+      if (value.includes('\n') || value.includes('\r')) throw new TypeError(`the ${name} header holds a line break`);
+      head += `${name}: ${value}\r\n`;
+    }
+    head += `content-length: ${body.length}\r\nconnection: keep-alive\r\n\r\n`;
+    return this.pool.request(head, body, { deadline, attemptTimeoutMs: this.attemptTimeoutMs });
   }
 }
 
@@ -377,7 +291,7 @@ function backoffMs(attempt: number, throttled: boolean): number {
 /** Less time than this left in the budget: no further attempt is started. */
 const MIN_ATTEMPT_MS = 50;
 
-function toError(reply: RawReply, attempts: number): DynamoWireError {
+function toError(reply: Http1Reply, attempts: number): DynamoWireError {
   let parsed: Json = {};
   try {
     parsed = JSON.parse(reply.body.toString('utf8')) as Json;

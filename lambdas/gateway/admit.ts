@@ -17,10 +17,11 @@ import { parseModelField } from '../core/model-id';
 import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
 import type { HoldRecord } from '../shared/records';
 import { counted, type Caller } from './authenticate';
-import { guarded } from './faults';
+import { guarded, logFault } from './faults';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, GatewayRequest, RequestContext } from './ports';
 import { serviceKeyAvailable } from './providers';
 import { refusalError } from './refusals';
+import { writeErrorResponse } from './respond';
 import { resolveModel, type Candidate } from './resolve';
 import type { FamilyRules } from './routes';
 
@@ -53,8 +54,19 @@ export function pausedError(): SluiceError {
   return new SluiceError('paused_by_owner', "The workspace's owner has paused it; requests are refused until the owner lifts the pause.");
 }
 
-/** How admission ended: admitted, or refused with SPEC's answer (and the model named, once the field was read). */
-export type Admission = { readonly admitted: Admitted } | { readonly refused: SluiceError; readonly model?: string };
+/**
+ * How admission ended: admitted, or refused with SPEC's answer (and the model named, once the field
+ * was read). A refusal after an admission that failed without an answer carries the release of
+ * whatever that admission may have written (`releasing`, which never rejects).
+ */
+export type Admission = { readonly admitted: Admitted } | { readonly refused: SluiceError; readonly model?: string; readonly releasing?: Promise<void> };
+
+/** How long the answer waits for the release: a store that answers does it in milliseconds; one that does not is not waited for. */
+const RELEASE_BEFORE_ANSWER_MS = 1_000;
+/** The longest pause between two releases while the store does not answer. */
+const RELEASE_PAUSE_MAX_MS = 5_000;
+
+const balanceUnavailable = (): SluiceError => new SluiceError('balance_unavailable', 'The balance cannot be read right now; try again shortly.');
 
 /** Runs the checks and the admission. A fault that is not a refusal is thrown. */
 export async function admit(ctx: RequestContext, req: GatewayRequest, rules: FamilyRules, caller: Caller): Promise<Admission> {
@@ -71,22 +83,67 @@ export async function admit(ctx: RequestContext, req: GatewayRequest, rules: Fam
   const refused = (error: SluiceError): Admission => ({ refused: error, model: checked.requestedModel });
   // A fault reading the limits or admitting is the store's, not the request's: it is not counted.
   let limits: AdmissionLimits;
-  let outcome: AdmitOutcome;
   try {
     limits = await limitsFor(ctx, caller, now);
-    outcome = await guarded(
-      ctx.requestId,
-      'admit',
-      () => deps.ledger.admit(admitRequest(ctx, caller, rules, checked, limits, now)),
-      () => new SluiceError('balance_unavailable', 'The balance cannot be read right now; try again shortly.'),
-    );
   } catch (err) {
     if (err instanceof SluiceError) return refused(err);
     throw err;
   }
+  let outcome: AdmitOutcome;
+  try {
+    outcome = await deps.ledger.admit(admitRequest(ctx, caller, rules, checked, limits, now));
+  } catch (err) {
+    if (err instanceof SluiceError) return refused(err);
+    // The transaction may have been written although no answer came (a lost reply, a timeout):
+    // the request is refused, so whatever it may hold is given back (rule: nothing is held or
+    // charged for a refusal), and can hold nothing later.
+    logFault(ctx.requestId, 'admit', err);
+    return { ...refused(balanceUnavailable()), releasing: releaseAdmission(ctx, caller.workspace.workspaceId) };
+  }
   if (!outcome.admitted) return refused(await counted(ctx, caller, refusalError(outcome.refusal, limits)));
   const { text, body, requestedModel, route, candidates } = checked;
   return { admitted: { hold: outcome.hold, limits, rules, text, body, requestedModel, route, candidates } };
+}
+
+/**
+ * Releases what a failed admission may have written, trying again while the store does not answer,
+ * up to the end of the request's own time budget (its deadline, SPEC's 540 s from its start). What
+ * is still not released then is the sweeper's, after the row's expiry; the sweeper charges a row
+ * only what a gateway recorded on it, so this one nothing (`lambdas/sweeper/sweep.ts`).
+ */
+async function releaseAdmission(ctx: RequestContext, workspaceId: string): Promise<void> {
+  const { deps } = ctx;
+  const until = ctx.startedAt + deps.config.requestLimitMs;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await deps.ledger.release(workspaceId, ctx.requestId, deps.clock());
+      return;
+    } catch (err) {
+      const wait = Math.min(RELEASE_PAUSE_MAX_MS, 100 * 2 ** attempt);
+      // A RangeError is the request's own (an id without its start): trying again cannot help.
+      if (err instanceof RangeError || deps.clock() + wait >= until) {
+        logFault(ctx.requestId, 'release', err);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+/**
+ * Answers a refusal that carries a release: after the release when the store does it at once,
+ * else at once, the release going on after the answer (as a settlement does after a reply).
+ */
+export async function refuseReleasing(ctx: RequestContext, refused: SluiceError, releasing: Promise<void>): Promise<{ status: number; code: string | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), RELEASE_BEFORE_ANSWER_MS);
+  });
+  const done = await Promise.race([releasing.then(() => true), waited]);
+  clearTimeout(timer);
+  const sent = await writeErrorResponse(ctx.sink, ctx.requestId, refused).catch(() => ({ status: 500, code: null }));
+  if (!done) await releasing;
+  return sent;
 }
 
 /** The ledger's admission: the dearest candidate's hold under every limit of the caller. */

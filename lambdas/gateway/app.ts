@@ -10,7 +10,7 @@
  */
 import { SluiceError } from '../core/errors';
 import { MAX_BODY_BYTES } from '../core/limits';
-import { admit, pausedError, tooLarge, type Admitted } from './admit';
+import { admit, pausedError, refuseReleasing, tooLarge, type Admitted } from './admit';
 import { attemptAll, startDeadline } from './attempt';
 import { authenticate, countRequest, counted, type Caller } from './authenticate';
 import { logFault } from './faults';
@@ -92,7 +92,8 @@ async function complete(ctx: RequestContext, req: GatewayRequest, rules: FamilyR
   const admission = await admit(ctx, req, rules, caller);
   if ('refused' in admission) {
     known.model = admission.model;
-    throw admission.refused;
+    if (admission.releasing === undefined) throw admission.refused;
+    return refuseReleasing(ctx, admission.refused, admission.releasing);
   }
   const { admitted } = admission;
   known.model = admitted.requestedModel;

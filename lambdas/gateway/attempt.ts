@@ -120,8 +120,13 @@ async function readLimited(body: UpstreamResponse['body'], limit: number): Promi
 
 /** Parses JSON, or undefined when it is not JSON. */
 export function parseJson(buf: Buffer): unknown {
+  return parseJsonText(buf.toString('utf8'));
+}
+
+/** Parses JSON text, or undefined when it is not JSON. */
+export function parseJsonText(text: string): unknown {
   try {
-    return JSON.parse(buf.toString('utf8'));
+    return JSON.parse(text);
   } catch {
     return undefined;
   }

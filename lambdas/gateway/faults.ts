@@ -14,6 +14,7 @@ export type FaultPhase =
   | 'provider_key'
   | 'limits'
   | 'admit'
+  | 'release'
   | 'extend'
   | 'upstream'
   | 'relay'

@@ -77,7 +77,7 @@ export interface AdmitRequest {
   readonly family: EndpointFamily;
   readonly requestedModel: string;
   readonly amountMicros: number;
-  /** Upper bound of the prompt's cost: what a request whose function died is charged. */
+  /** Upper bound of the prompt's cost, kept on the hold for a reply that comes without counts. */
   readonly inputMicros: number;
   readonly byok: boolean;
   readonly limits: AdmissionLimits;
@@ -125,6 +125,13 @@ export interface Ledger {
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
   /** Idempotent: settling a hold that is already gone changes nothing and returns false. */
   settle(hold: HoldRecord, settlement: Settlement): Promise<boolean>;
+  /**
+   * After an admission that failed without an answer (it may or may not have been written) and
+   * that the gateway answers with a refusal: gives back whatever it holds, as a settlement charging
+   * 0 would, and makes sure it can hold nothing later. Idempotent; rejects while the store cannot
+   * be reached.
+   */
+  release(workspaceId: string, requestId: string, now: number): Promise<void>;
   /** Grows an open hold by `extraMicros` if balance and limits allow; false otherwise. */
   extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean>;
   /** Counts one request against the key's per-minute rate outside an admission. */

@@ -7,7 +7,7 @@ import { setTopLevel } from '../core/json-splice';
 import { readUsage } from '../core/sse';
 import { timeoutError } from '../core/upstream-failure';
 import type { Admitted } from './admit';
-import { parseJson, type Attempts } from './attempt';
+import { parseJsonText, type Attempts } from './attempt';
 import type { RequestContext } from './ports';
 import { successHeaders, tryWrite, writeErrorResponse } from './respond';
 import { countReplyTokens } from '../core/token-count';
@@ -36,15 +36,17 @@ export async function relayBody(ctx: RequestContext, admitted: Admitted, reply: 
     if (overall.aborted) return failed(timeoutError(ctx.deps.config.requestLimitMs), 'timeout');
     return failed(new SluiceError('internal', `${name} broke off its reply. Retry with backoff.`), 'upstream_fault');
   }
-  let text = Buffer.concat(chunks).toString('utf8');
-  const parsed = parseJson(Buffer.from(text, 'utf8'));
+  // The provider's bytes are what the client gets, unless SPEC's echo rewrites the `model` field.
+  let body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+  const text = body.toString('utf8');
+  const parsed = parseJsonText(text);
   const record = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
   if (record === undefined) return failed(new SluiceError('internal', `${name} sent a reply that is not JSON.`), 'upstream_fault');
   const counts = readUsage(record.usage);
   // SPEC's echo rule: a pinned chat request gets back the slug it sent; a route, or a body with no
   // string `model`, keeps the provider's; a responses-format reply is forwarded as sent.
   if (admitted.rules.echoesModel && !admitted.route && typeof record.model === 'string') {
-    text = setTopLevel(text, 'model', JSON.stringify(admitted.requestedModel));
+    body = Buffer.from(setTopLevel(text, 'model', JSON.stringify(admitted.requestedModel)), 'utf8');
   }
   // No usage in the body: the prompt and the reply are counted, the output charged too.
   const estimated = counts === undefined ? countedTokens(admitted, candidate, (count) => countReplyTokens(record, count)) : undefined;
@@ -53,7 +55,7 @@ export async function relayBody(ctx: RequestContext, admitted: Admitted, reply: 
   // The body is whole, so its charge is known before the headers go: the client reads it here,
   // in the unit of the stream's `:x-sluice-usage` line; the usage row stays the authority.
   ctx.sink.start(200, { ...successHeaders(ctx, candidate, attempts, 'application/json'), 'x-sluice-charge': String(chargeMicros) });
-  const delivered = await tryWrite(ctx.sink, Buffer.from(text, 'utf8'));
+  const delivered = await tryWrite(ctx.sink, body);
   await ctx.sink.end().catch(() => undefined);
   return { hold, counts: counts ?? estimated, estimated: estimated !== undefined, chargeMicros, attempts, status: 200, outcome: delivered ? 'ok' : 'client_disconnected', stream: false, candidate, firstByteMs };
 }

@@ -134,8 +134,12 @@ export interface WindowRecord {
 /** Endpoint family a request is filed under. */
 export type EndpointFamily = 'chat_completions' | 'responses';
 
-/** Where a request's row is in its life: an open hold, or settled into its usage row. */
-export type RowState = 'open' | 'settled';
+/**
+ * Where a request's row is in its life: an open hold, settled into its usage row, or released: an
+ * admission whose outcome the gateway could not learn, answered with a refusal and given back
+ * whole (or fenced before it could land), never a usage row (`lambdas/store/request-rows.ts`).
+ */
+export type RowState = 'open' | 'settled' | 'released';
 
 /**
  * An open credit hold: a request's row in the usage table while it runs (`state` `open`), put at
@@ -150,7 +154,7 @@ export interface HoldRecord {
   /** Model id the request named (slug as sent). */
   readonly requestedModel: string;
   readonly amountMicros: number;
-  /** Upper bound of the prompt's cost; what the sweeper charges a request whose function died. */
+  /** Upper bound of the prompt's cost: what a request is charged when a provider replied without counts (`gateway/settle.ts`). */
   readonly inputMicros: number;
   /**
    * ledger sort keys of the windows this hold occupies: the key window and member month when

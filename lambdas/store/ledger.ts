@@ -39,8 +39,9 @@ import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor
 import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
-import { BALANCE_SK, MAX_SLICES, keyPk, keySlicePk, memberPk, shardOf, sliceKey, windowKey } from './keys';
-import { extendRowUpdate, holdKey, isOpenRow, openRowPut, pendingChargeUpdate, rowStart, settleRowUpdate } from './request-rows';
+import { BALANCE_SK, MAX_SLICES, keyPk, keySlicePk, memberPk, requestRowKey, shardOf, sliceKey, windowKey } from './keys';
+import { extendRowUpdate, holdKey, holdOfRow, isOpenRow, openRowPut, pendingChargeUpdate, releaseRowUpdate, releasedRowCreate, rowStart, settleRowUpdate } from './request-rows';
+import { requestIdTime } from '../core/request-id';
 
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
@@ -686,6 +687,47 @@ export class DynamoLedger implements Ledger {
   }
 
   async settle(given: HoldRecord, settlement: Settlement): Promise<boolean> {
+    return this.close(given, settlement, false);
+  }
+
+  /**
+   * Gives back whatever an admission whose outcome the gateway never learnt may have held (the
+   * gateway answered the request with a refusal): the request's row, read consistently from its
+   * key (its id carries its start), is released exactly as a settlement charging 0 would settle it
+   * (slice, month share and windows given back, conditioned on the row being open with the amount
+   * and windows stored, so it is idempotent and never meets a sweep or a second release twice);
+   * where there is no row, a released row is put in its place, so the admission, should a copy of
+   * it still land, is cancelled whole. Rejects when the store cannot be reached: the caller tries
+   * again while it may.
+   */
+  async release(workspaceId: string, requestId: string, now: number): Promise<void> {
+    const startedAt = requestIdTime(requestId);
+    // Every id the gateway mints carries its start; without it the row's key is unknown.
+    if (startedAt === undefined) throw new RangeError('a request id without its start cannot be released');
+    const key = requestRowKey(workspaceId, requestId, startedAt);
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const got = await this.db.send(new GetCommand({ TableName: this.tables.usage, Key: key, ConsistentRead: true }));
+      if (got.Item === undefined) {
+        try {
+          await this.db.send(new UpdateCommand(releasedRowCreate(this.tables.usage, workspaceId, requestId, startedAt, now)));
+          return;
+        } catch (err) {
+          // The admission landed between the read and the put: release its row.
+          if (!isConditionFailure(err)) throw err;
+          continue;
+        }
+      }
+      if (!isOpenRow(got.Item)) return; // released, settled or swept already
+      const hold = holdOfRow(got.Item);
+      if (hold === undefined) throw new Error('open row lacks the attributes its release needs');
+      await this.close(hold, { counts: undefined, chargeMicros: 0, stream: false, status: 0, outcome: 'swept', attempts: 0, now }, true);
+      return;
+    }
+    throw new LedgerContentionError('the release did not settle after repeated attempts');
+  }
+
+  /** A settlement, or with `release` the same transaction charging 0 that turns the row `released` instead of into a usage row. */
+  private async close(given: HoldRecord, settlement: Settlement, release: boolean): Promise<boolean> {
     let hold = given;
     const slice = hold.slice ?? 0;
     const wanted = hold.byok || settlement.byok === true ? 0 : settlement.chargeMicros;
@@ -696,7 +738,7 @@ export class DynamoLedger implements Ledger {
     let month = hold.byok ? undefined : holdMonth(hold);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
       const amounts = settlementAmounts(hold.amountMicros, wanted, available);
-      const items = this.settleItems(hold, settlement, amounts, month);
+      const items = this.settleItems(hold, settlement, amounts, month, release);
       try {
         await this.db.send(new TransactWriteCommand({ TransactItems: items }));
         // After the reply: the admissions' load report, when one is due (never awaited).
@@ -743,7 +785,7 @@ export class DynamoLedger implements Ledger {
       }
     }
     // Leave the computed charge on the open row, so the sweeper settles it for what it really cost.
-    await this.db.send(new UpdateCommand(pendingChargeUpdate(this.tables.usage, hold, wanted))).catch(() => undefined);
+    if (!release) await this.db.send(new UpdateCommand(pendingChargeUpdate(this.tables.usage, hold, wanted))).catch(() => undefined);
     throw lastError instanceof Error ? lastError : new Error('settlement did not go through');
   }
 
@@ -828,14 +870,17 @@ export class DynamoLedger implements Ledger {
    * (its money, and its month share while the slice holds `month`'s), each tracked window the hold
    * occupies.
    */
-  private settleItems(hold: HoldRecord, s: Settlement, amounts: ReturnType<typeof settlementAmounts>, month: number | undefined): TransactItems {
+  private settleItems(hold: HoldRecord, s: Settlement, amounts: ReturnType<typeof settlementAmounts>, month: number | undefined, release = false): TransactItems {
     const { chargeMicros, uncollectedMicros, releaseMicros, deficitMicros } = amounts;
     const slice = hold.slice ?? 0;
     const items: TransactItems = [
       // The request's row, open with this hold's amount and windows, becomes its usage row
       // (`request-rows.ts`): idempotent, a stale copy of a grown hold cannot release the wrong
-      // sum, and one taken before a limit's arming adopted it cannot miss that window.
-      settleRowUpdate(this.tables.usage, hold, s, { chargeMicros, uncollectedMicros, ...(this.tables.usageRetentionDays !== undefined ? { retentionDays: this.tables.usageRetentionDays } : {}) }),
+      // sum, and one taken before a limit's arming adopted it cannot miss that window. A
+      // release turns it `released` under the same conditions.
+      release
+        ? releaseRowUpdate(this.tables.usage, hold, s.now)
+        : settleRowUpdate(this.tables.usage, hold, s, { chargeMicros, uncollectedMicros, ...(this.tables.usageRetentionDays !== undefined ? { retentionDays: this.tables.usageRetentionDays } : {}) }),
     ];
     if (!hold.byok) {
       items.push(update(this.tables.ledger, sliceKey(hold.workspaceId, slice), sliceSettle({ holdMicros: hold.amountMicros, chargeMicros, releaseMicros, deficitMicros, ...(month === undefined ? {} : { month }) })));

@@ -11,7 +11,10 @@
  * - the put: `attribute_not_exists(pk)`, so a retried admission cannot place it twice;
  * - the settlement: `state = open AND amountMicros = <the hold's>`: idempotent (a second settlement
  *   finds it settled), and a stale copy of a hold that has since grown cannot release the wrong sum;
- * - a stream's hold growing and a failed settlement's pending charge: `state = open`.
+ * - a stream's hold growing and a failed settlement's pending charge: `state = open`;
+ * - a release (an admission whose outcome the gateway never learnt, answered with a refusal):
+ *   as the settlement's, the row becoming `released`; or, when no row is there, a put of the
+ *   released row `attribute_not_exists(pk)`, which fences the admission should it land later.
  * A settled row is never written again (only DynamoDB's TTL removes it), which the aggregator
  * relies on: it counts a row when a stream record shows it settled.
  */
@@ -26,7 +29,14 @@ import type { Item } from './items';
 
 const OPEN: RowState = 'open';
 const SETTLED: RowState = 'settled';
+const RELEASED: RowState = 'released';
 const DAY_S = 86_400;
+/**
+ * How long a released row stays before DynamoDB's TTL collects it: it only has to outlive any copy
+ * of its admission still on its way to the store (a client gives up on a call after seconds; the
+ * store forgets a transaction's idempotency token after 10 minutes).
+ */
+const RELEASED_KEEP_S = DAY_S;
 
 /** Attributes only an open row carries; its settlement removes them. */
 const OPEN_ONLY = ['expiryShard', 'expiresAt', 'amountMicros', 'inputMicros', 'windows', 'slice', 'pendingChargeMicros'] as const;
@@ -117,6 +127,38 @@ export function settleRowUpdate(usageTable: string, hold: HoldRecord, s: Settlem
   // And on its windows: a copy taken before a limit's arming adopted the request (`limit-arming.ts`) would miss one.
   b.when(`size(${b.a('windows')}) = ${b.v(hold.windows.length)}`);
   return { Update: { TableName: usageTable, Key: holdKey(hold), ...b.build(), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } };
+}
+
+/**
+ * The release of a row an admission put but the gateway answered with a refusal (it never learnt
+ * the admission's outcome): conditioned exactly as {@link settleRowUpdate}, so it is idempotent and
+ * gives back the amount stored; the row becomes `released`, out of the sweeper's index, and is
+ * never a usage row (nothing reads a released row but the conditions that meet it).
+ */
+export function releaseRowUpdate(usageTable: string, hold: HoldRecord, now: number): { Update: { TableName: string; Key: Item; ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } & BuiltUpdate } {
+  const b = new UpdateBuilder();
+  b.set(`${b.a('state')} = ${b.v(RELEASED)}`);
+  b.set(`${b.a('ttl')} = ${b.v(Math.floor(now / 1000) + RELEASED_KEEP_S)}`);
+  for (const name of OPEN_ONLY) b.remove(name);
+  b.when(`${b.a('state')} = ${b.v(OPEN)}`).when(`${b.a('amountMicros')} = ${b.v(hold.amountMicros)}`);
+  b.when(`size(${b.a('windows')}) = ${b.v(hold.windows.length)}`);
+  return { Update: { TableName: usageTable, Key: holdKey(hold), ...b.build(), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } };
+}
+
+/**
+ * A released row written where no row is (the admission never landed, or has not yet): a later copy
+ * of the admission then meets its own `attribute_not_exists(pk)` and is cancelled whole, so nothing
+ * can be held for a request already refused. An update that creates the item (the gateway's client
+ * speaks updates, not puts); one write unit, only on that fault's path.
+ */
+export function releasedRowCreate(usageTable: string, workspaceId: string, requestId: string, startedAt: number, now: number): { TableName: string; Key: Item } & BuiltUpdate {
+  const b = new UpdateBuilder();
+  b.set(`${b.a('state')} = ${b.v(RELEASED)}`);
+  b.set(`${b.a('requestId')} = ${b.v(requestId)}`);
+  b.set(`${b.a('workspaceId')} = ${b.v(workspaceId)}`);
+  b.set(`${b.a('ttl')} = ${b.v(Math.floor(now / 1000) + RELEASED_KEEP_S)}`);
+  b.when(`attribute_not_exists(${b.a('pk')})`);
+  return { TableName: usageTable, Key: requestRowKey(workspaceId, requestId, startedAt), ...b.build() };
 }
 
 /**

@@ -263,6 +263,7 @@ describe('store faults map to their 503s and hold nothing', () => {
       settle: () => Promise.resolve(false),
       extend: () => Promise.resolve(false),
       countRequest: () => Promise.resolve({}),
+      release: () => Promise.resolve(),
     };
     const stack = await startStack({ overrides: { ledger: failingLedger } });
     try {

@@ -38,7 +38,7 @@ export const WORKSPACE_ID = 'ws_mem';
 export const KEY_ID = 'key_mem';
 
 /** A port call that fails, for fault tests: which method, and what it throws. */
-export type LedgerFault = Partial<Record<'admit' | 'settle' | 'extend' | 'countRequest', Error>>;
+export type LedgerFault = Partial<Record<'admit' | 'settle' | 'extend' | 'countRequest' | 'release', Error>>;
 
 /**
  * The ledger's four figures in memory: credited = available + held + spent. Admission holds the
@@ -109,6 +109,21 @@ export class MemoryLedger implements Ledger {
     this.spentMicros += charge;
     if (this.record) this.settlements.push({ hold: held, settlement });
     return Promise.resolve(true);
+  }
+
+  /** Request ids released after an admission fault, in order. */
+  readonly released: string[] = [];
+
+  release(_workspaceId: string, requestId: string, _now: number): Promise<void> {
+    if (this.faults.release !== undefined) return Promise.reject(this.faults.release);
+    if (this.record) this.released.push(requestId);
+    const held = this.open.get(requestId);
+    if (held === undefined) return Promise.resolve();
+    // As a settlement charging 0: the whole hold goes back.
+    this.open.delete(requestId);
+    this.heldMicros -= held.amountMicros;
+    this.availableMicros += held.amountMicros;
+    return Promise.resolve();
   }
 
   extend(hold: HoldRecord, extraMicros: number, _limits: AdmissionLimits, _now: number): Promise<boolean> {

@@ -4,38 +4,14 @@
  * shaped as the ledger reads them. Its behaviour on real DynamoDB (DynamoDB Local) is in
  * test/integration/dynamo-wire.test.ts and the ledger's integration tests.
  */
-import { createHash, createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, DynamoDBDocumentClient, GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { NodeSha256 } from '../support/node-sha256';
 import { DynamoWire, DynamoWireError, WireSigner, type WireCredentials } from '../../lambdas/adapters/dynamo-wire';
-
-type SourceData = string | ArrayBuffer | ArrayBufferView;
-const bytes = (data: SourceData): string | Buffer =>
-  typeof data === 'string' ? data : data instanceof ArrayBuffer ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-
-/** node:crypto behind the hash interface the SDK's signer takes. */
-class NodeSha256 {
-  private hash;
-  constructor(private readonly secret?: SourceData) {
-    this.hash = this.fresh();
-  }
-  private fresh(): ReturnType<typeof createHash> | ReturnType<typeof createHmac> {
-    return this.secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(this.secret));
-  }
-  update(data: SourceData): void {
-    this.hash.update(bytes(data));
-  }
-  digest(): Promise<Uint8Array> {
-    return Promise.resolve(new Uint8Array(this.hash.digest()));
-  }
-  reset(): void {
-    this.hash = this.fresh();
-  }
-}
 
 const HOST = 'dynamodb.eu-west-1.amazonaws.com';
 
@@ -295,6 +271,18 @@ describe('DynamoWire retries and errors', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {
       wire.destroy();
+    }
+  });
+
+  it('refuses a header value with a line break (a session token read from outside) before sending anything', async () => {
+    const stub = await scripted([json(200, {})]);
+    const wire = new DynamoWire({ endpoint: stub.url, region: 'local', credentials: () => Promise.resolve({ accessKeyId: 'a', secretAccessKey: 'b', sessionToken: 'tok\r\nx-injected: 1' }) });
+    try {
+      await expect(wire.send(get)).rejects.toBeInstanceOf(TypeError);
+      expect(stub.seen).toHaveLength(0);
+    } finally {
+      wire.destroy();
+      await stub.close();
     }
   });
 

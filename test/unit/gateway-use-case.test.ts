@@ -248,6 +248,35 @@ describe('faults are logged by kind before they become refusals', () => {
     expect(mg.ledger.heldMicros).toBe(0);
   });
 
+  test('an admission that failed without an answer is released, under the refused request id, before the 503 goes out', async () => {
+    const mg = memoryGateway({ replies: () => completion() });
+    mg.ledger.faults = { admit: new TypeError(SECRET) };
+    const sink = new CollectingSink();
+    // Whether the answer had begun when the ledger was asked to release.
+    const release = mg.ledger.release.bind(mg.ledger);
+    let answeredFirst: boolean | undefined;
+    mg.ledger.release = (w, id, now) => {
+      answeredFirst = sink.started;
+      return release(w, id, now);
+    };
+    await mg.serve({ json: ask('local/sim-small') }, sink);
+    expect(sink.status).toBe(503);
+    const id = (sink.json().error as Record<string, unknown>).request_id;
+    expect(mg.ledger.released).toEqual([id]);
+    expect(answeredFirst).toBe(false);
+    expect(mg.upstream.calls).toHaveLength(0);
+  });
+
+  test('a release the store refuses is tried again until the request budget ends, then logged by kind', async () => {
+    const mg = memoryGateway({ replies: () => completion(), env: { SLUICE_REQUEST_LIMIT_MS: '1500' } });
+    mg.ledger.faults = { admit: new TypeError(SECRET), release: new TypeError(SECRET) };
+    const sink = await mg.serve({ json: ask('local/sim-small') });
+    expect(sink.status).toBe(503);
+    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'error', phase: 'release', fault: 'TypeError' }));
+    expect(lines.join('\n')).not.toContain('hunter2');
+  });
+
   test('a TypeError in the ledger at settlement is logged and the client still has its reply', async () => {
     const mg = memoryGateway({ replies: () => completion() });
     mg.ledger.faults = { settle: new TypeError(SECRET) };
