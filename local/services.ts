@@ -89,15 +89,13 @@ export function startAggregator(input: {
   readonly tablePrefix: string;
   readonly handler: StreamBatchHandler;
   readonly log: (line: string) => void;
-  /** The mapping's filters. @default the deployed one-region filters (every settlement) */
-  readonly filters?: typeof USAGE_STREAM_FILTERS;
 }): Promise<StreamPoller> {
   return startStreamPoller({
     endpoint: input.endpoint,
     tableName: tableName(input.tablePrefix, 'usage'),
     // The deployed mapping's batch size and filter (its batching window is not waited for locally).
     batchSize: USAGE_STREAM_MAPPING.batchSize,
-    filters: input.filters ?? USAGE_STREAM_FILTERS,
+    filters: USAGE_STREAM_FILTERS,
     handler: input.handler,
     log: input.log,
   });

@@ -65,22 +65,3 @@ function matches(value: unknown, pattern: FilterPattern): boolean {
   });
 }
 
-/**
- * The filters of a region's aggregator in a stage with several regions: the settlements above,
- * of rows whose `region` is this one (the home region also takes rows without one, written
- * before the stage had several regions). A replicated row appears in every region's stream; only
- * its own region's mapping hands it over.
- */
-export function regionUsageFilters(region: string, home: boolean): readonly FilterPattern[] {
-  const mine: FilterPattern = { dynamodb: { NewImage: { region: { S: home ? [region, { exists: false }] : [region] } } } };
-  return USAGE_STREAM_FILTERS.map((f) => merge(f, mine));
-}
-
-function merge(a: FilterPattern, b: FilterPattern): FilterPattern {
-  const out: { [key: string]: FilterPattern | readonly (string | number | boolean | { readonly exists: boolean })[] } = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const have = out[k];
-    out[k] = have !== undefined && !Array.isArray(have) && !Array.isArray(v) ? merge(have as FilterPattern, v as FilterPattern) : v;
-  }
-  return out;
-}

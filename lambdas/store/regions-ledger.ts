@@ -277,6 +277,11 @@ export class RegionalLedger implements Ledger {
     return this.inner.settle(hold, settlement);
   }
 
+  /** An admission of this region's that failed without an answer, given back on this region's items (the request never went elsewhere). */
+  release(workspaceId: string, requestId: string, now: number): Promise<void> {
+    return this.inner.release(workspaceId, requestId, now);
+  }
+
   extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
     return this.inner.extend(hold, extraMicros, this.limitsFor({ holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits }), now);
   }

@@ -10,7 +10,7 @@
  *   (`CREDIT#…`) keeps its key (the configuration home writes it). Any other key written
  *   through the lens is refused ({@link RegionKeyError}): a new item family must say whose it is
  *   before a region writes it.
- * - usage table: a request's row put at admission gets `region` (so the aggregator and the
+ * - usage table: a request's row put at admission (or made by a failed admission's release) gets `region` (so the aggregator and the
  *   sweeper know whose it is: replicated rows appear in every region's stream and index) and
  *   its expiry shard gets the tag (`X<n><t>`), so each region's sweeper reads only its own holds.
  *   A row's key does not change: request ids are unique, and readers by workspace stay as they are.
@@ -95,6 +95,21 @@ export class RegionLens implements DocumentSender {
     return this.key(table, item) as Item | undefined;
   }
 
+  /**
+   * A single update of a request row (a failed admission's release may create the row) carries the
+   * region too, so every row a region makes says whose it is. Its expression gains one SET.
+   */
+  private stampRow(input: UpdateCommand['input']): Partial<UpdateCommand['input']> {
+    if (input.TableName !== this.tables.usage || input.UpdateExpression === undefined) return {};
+    const set = '#lensRegion = :lensRegion';
+    const expr = input.UpdateExpression.trimStart();
+    return {
+      UpdateExpression: expr.startsWith('SET ') ? `SET ${set}, ${expr.slice(4)}` : `SET ${set} ${expr}`,
+      ExpressionAttributeNames: { ...input.ExpressionAttributeNames, '#lensRegion': 'region' },
+      ExpressionAttributeValues: { ...input.ExpressionAttributeValues, ':lensRegion': this.tables.region },
+    };
+  }
+
   private back(table: string | undefined, item: Item | undefined): Item | undefined {
     if (item === undefined || table !== this.tables.ledger || this.tables.tag === '' || typeof item.pk !== 'string') return item;
     return { ...item, pk: plainPk(item.pk, this.tables.tag) };
@@ -108,7 +123,7 @@ export class RegionLens implements DocumentSender {
   async send(command: TransactWriteCommand | UpdateCommand | GetCommand | BatchGetCommand | TransactGetCommand): Promise<unknown> {
     if (command instanceof UpdateCommand) {
       const { input } = command;
-      const out = await this.inner.send(new UpdateCommand({ ...input, Key: this.key(input.TableName, input.Key) ?? {} }));
+      const out = await this.inner.send(new UpdateCommand({ ...input, Key: this.key(input.TableName, input.Key) ?? {}, ...this.stampRow(input) }));
       return { ...out, ...(out.Attributes !== undefined ? { Attributes: this.back(input.TableName, out.Attributes) } : {}) };
     }
     if (command instanceof GetCommand) {

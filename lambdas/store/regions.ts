@@ -5,13 +5,17 @@
  * `@<region>` in their partition key (`regions-lens.ts` applies it). A stage with one region
  * (no `SLUICE_REGIONS`) is exactly today's: no tag, no lens, no `region` attribute.
  */
+import { REGION_ENV } from '../shared/region-env';
 
-/** Environment variables a process reads to run as one region of a stage. */
-export const REGION_ENV = {
-  /** The regions of the stage, comma-separated, the home region first (e.g. `us-east-1,us-west-2`). Unset: one region. */
-  regions: 'SLUICE_REGIONS',
-  /** The region this process runs as. @default `AWS_REGION` when it is one of the regions, else the home region */
-  region: 'SLUICE_REGION',
+/**
+ * Environment variables a process reads to run as one region of a stage: the three the CDK sets
+ * on every function of a stage with several regions (`lambdas/shared/region-env.ts`:
+ * `SLUICE_REGIONS`, the home first; `SLUICE_REGION`, which defaults here to `AWS_REGION` when
+ * listed, else the home; `SLUICE_HOME_REGION`, checked against the first listed), and the ledger's
+ * own settings.
+ */
+export const REGION_SETTINGS_ENV = {
+  ...REGION_ENV,
   /** Each region's weight (its share of every limit), comma-separated integers in the regions' order. @default equal */
   weights: 'SLUICE_REGION_WEIGHTS',
   /** How long an admission short in its region waits for an urgent transfer, milliseconds. @default 2000 */
@@ -52,15 +56,17 @@ export function regionSetupFromEnv(env: NodeJS.ProcessEnv = process.env): Region
   if (regions.some((r) => !REGION_NAME.test(r)) || new Set(regions).size !== regions.length) {
     throw new RegionConfigError(`${REGION_ENV.regions} must list distinct region names, got ${JSON.stringify(raw)}`);
   }
+  const home = env[REGION_ENV.homeRegion];
+  if (home !== undefined && home !== '' && home !== regions[0]) throw new RegionConfigError(`${REGION_ENV.homeRegion} (${home}) must be the first of ${REGION_ENV.regions}`);
   const wanted = env[REGION_ENV.region] || (env.AWS_REGION !== undefined && regions.includes(env.AWS_REGION) ? env.AWS_REGION : regions[0]);
   if (wanted === undefined || !regions.includes(wanted)) throw new RegionConfigError(`${REGION_ENV.region} must be one of ${regions.join(', ')}`);
-  const rawWeights = env[REGION_ENV.weights];
+  const rawWeights = env[REGION_SETTINGS_ENV.weights];
   const weights = rawWeights === undefined || rawWeights === '' ? regions.map(() => 1) : rawWeights.split(',').map((w) => Number(w.trim()));
   if (weights.length !== regions.length || weights.some((w) => !Number.isSafeInteger(w) || w < 1)) {
-    throw new RegionConfigError(`${REGION_ENV.weights} must give a positive integer per region, got ${JSON.stringify(rawWeights)}`);
+    throw new RegionConfigError(`${REGION_SETTINGS_ENV.weights} must give a positive integer per region, got ${JSON.stringify(rawWeights)}`);
   }
-  const wait = Number(env[REGION_ENV.transferWaitMs] ?? 2000);
-  if (!Number.isSafeInteger(wait) || wait < 0 || wait > 10_000) throw new RegionConfigError(`${REGION_ENV.transferWaitMs} must be 0..10000`);
+  const wait = Number(env[REGION_SETTINGS_ENV.transferWaitMs] ?? 2000);
+  if (!Number.isSafeInteger(wait) || wait < 0 || wait > 10_000) throw new RegionConfigError(`${REGION_SETTINGS_ENV.transferWaitMs} must be 0..10000`);
   return Object.freeze({ regions: Object.freeze(regions), region: wanted, weights: Object.freeze(weights), transferWaitMs: wait });
 }
 

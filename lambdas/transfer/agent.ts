@@ -17,11 +17,6 @@ export interface TransferNotice {
   readonly peer: string;
 }
 
-/** The deployed event source mapping's filter for region `region`'s agent (Lambda's filter syntax): other regions' transfer items. */
-export function transferStreamFilter(region: string): Record<string, unknown> {
-  return { dynamodb: { NewImage: { pk: { S: [{ prefix: 'XFER#' }] }, region: { S: [{ 'anything-but': [region] }] } } } };
-}
-
 /** The transfer item a record shows, when another region wrote it; undefined for anything else. */
 export function noticeOf(record: DynamoDBRecord, region: string): TransferNotice | undefined {
   const image = record.dynamodb?.NewImage;

@@ -1,7 +1,8 @@
 /**
  * The transfer agent Lambda of one region of a stage with several (docs/regions.md): triggered
  * by its region's replica of the ledger table's stream (NEW_IMAGE, filtered to other regions'
- * transfer items with {@link transferStreamFilter}, `ReportBatchItemFailures`). Needs
+ * transfer items by `transferFilters` in `lib/transfer-agent.ts`, `ReportBatchItemFailures`; the
+ * agent checks each record again itself). Needs
  * `SLUICE_REGIONS` and `SLUICE_REGION` (or `AWS_REGION`); locally, `local/regions/transfer-agent.ts`
  * polls the stream and calls the same use case.
  */
@@ -13,8 +14,6 @@ import { tableName } from '../shared/schema';
 import { RegionConfigError, regionSetupFromEnv } from '../store/regions';
 import { RegionTransfers } from '../store/regions-transfers';
 import { handleTransferRecords } from './agent';
-
-export { transferStreamFilter } from './agent';
 
 const config = loadConfig();
 const regions = regionSetupFromEnv();

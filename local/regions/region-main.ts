@@ -13,8 +13,7 @@ import { ENV } from '../../lambdas/shared/config';
 import { installLambdaShim } from '../lambda-shim';
 import { sweepEveryMs } from '../sweep-interval';
 import { message, portFrom, serveGateway, startAggregator, startSweeper } from '../services';
-import { regionUsageFilters } from '../../lambdas/aggregator/mapping';
-import { homeRegion, regionSetupFromEnv } from '../../lambdas/store/regions';
+import { regionSetupFromEnv } from '../../lambdas/store/regions';
 import { REGION_ENV, REGIONS_ENV } from './settings';
 import { startTransferAgent } from './transfer-agent';
 
@@ -48,16 +47,12 @@ async function main(): Promise<void> {
 
   const gateway = await serveGateway(gatewayModule.handler, portFrom(process.env, 'PORT', 0), say, 'let npm run start:regions choose the ports');
   stops.push(() => gateway.close());
-  // Each region's aggregator takes only its own region's settlements, as its deployed mapping's filter does.
   const setup = regionSetupFromEnv(process.env);
   if (setup === undefined) throw new Error(`${REGIONS_ENV} must be set (npm run start:regions sets it)`);
-  const aggregator = await startAggregator({
-    endpoint,
-    tablePrefix: prefix,
-    handler: (event) => aggregatorModule.handler(event),
-    filters: regionUsageFilters(region, region === homeRegion(setup)),
-    log: say,
-  });
+  // The one-region filters: the deployed mapping also narrows them to this region's rows (its
+  // filters are built in lib/, with CDK), and the handler checks each record's region again
+  // itself, so a replicated row is counted only by its own region either way.
+  const aggregator = await startAggregator({ endpoint, tablePrefix: prefix, handler: (event) => aggregatorModule.handler(event), log: say });
   stops.push(() => aggregator.stop());
   // The transfer agent: other regions' asks and sends, read from this region's replicated ledger stream.
   const agent = await startTransferAgent({ endpoint, tablePrefix: prefix, setup, region, log: say });

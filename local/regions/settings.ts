@@ -3,12 +3,14 @@
  * process. Kept apart from the entry points, which start running when imported.
  */
 
-import { REGION_ENV as LEDGER_REGION_ENV } from '../../lambdas/store/regions';
+import { REGION_ENV as RUNTIME_REGION_ENV } from '../../lambdas/shared/region-env';
 
-/** The variable naming the region a process serves (the runtime's, `lambdas/store/regions.ts`). */
-export const REGION_ENV = LEDGER_REGION_ENV.region;
+/** The variable naming the region a process serves (the runtime's, `lambdas/shared/region-env.ts`). */
+export const REGION_ENV = RUNTIME_REGION_ENV.region;
 /** The variable listing the stage's regions, comma-separated, the home region first. */
-export const REGIONS_ENV = LEDGER_REGION_ENV.regions;
+export const REGIONS_ENV = RUNTIME_REGION_ENV.regions;
+/** The variable naming the stage's home region (the first of the regions). */
+export const HOME_REGION_ENV = RUNTIME_REGION_ENV.homeRegion;
 /** The replicator's lag, milliseconds (500 by default). */
 export const LAG_ENV = 'SLUICE_REPLICATION_LAG_MS';
 /** `spread` (by default: one region per client connection) or `ordered` (the first healthy region). */

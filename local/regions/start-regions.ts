@@ -42,7 +42,7 @@ import { isLocalStart, message, portFrom, printBanner, providerKeysSet, readJson
 import { ensureTables, makeDynamoClient } from '../tables';
 import { startFrontDoor } from './front-door';
 import { type Replicator, startReplicator } from './replicator';
-import { lagFrom, REGION_ENV, regionsFrom, REGIONS_ENV, type RegionState, type RegionsStateFile, routingFrom } from './settings';
+import { HOME_REGION_ENV, lagFrom, REGION_ENV, regionsFrom, REGIONS_ENV, type RegionState, type RegionsStateFile, routingFrom } from './settings';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -217,6 +217,7 @@ function regionEnv(r: Region, simulatorUrl: string): NodeJS.ProcessEnv {
     SLUICE_LOCAL_SECRETS_FILE: SECRETS_FILE,
     [REGION_ENV]: r.name,
     [REGIONS_ENV]: REGIONS.join(','),
+    [HOME_REGION_ENV]: HOME_REGION,
     AWS_REGION: r.name,
     PORT: String(r.gatewayPort ?? 0),
   };
@@ -429,6 +430,7 @@ async function start(): Promise<void> {
   process.env.SLUICE_LOCAL_SECRETS_FILE = SECRETS_FILE;
   process.env[REGION_ENV] = home.name;
   process.env[REGIONS_ENV] = REGIONS.join(',');
+  process.env[HOME_REGION_ENV] = HOME_REGION;
   const homeClient = makeDynamoClient(endpointOf(home));
   cleanups.push({ name: 'DynamoDB client', run: async () => homeClient.destroy() });
   const doc = DynamoDBDocumentClient.from(homeClient, { marshallOptions: { removeUndefinedValues: true } });

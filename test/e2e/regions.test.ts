@@ -79,7 +79,7 @@ function startRegions(port: number): Run {
     SLUICE_CACHE_TTL_MS: '1000',
     SLUICE_KEY_RATE_PER_MINUTE: '100000',
   };
-  for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE' || name === 'SLUICE_REGIONS') delete env[name];
+  for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE' || name.startsWith('SLUICE_REGION') || name === 'SLUICE_HOME_REGION') delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', 'local/regions/start-regions.ts'], { cwd: REPO, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';
   child.stdout?.on('data', (d: Buffer) => (text += d.toString()));

@@ -19,7 +19,8 @@ import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { aggregate } from '../../lambdas/aggregator/aggregate';
-import { regionUsageFilters } from '../../lambdas/aggregator/mapping';
+import { USAGE_STREAM_FILTERS } from '../../lambdas/aggregator/mapping';
+import { regionUsageFilters } from '../../lib/aggregator';
 import { readUsage } from '../../lambdas/aggregator/read';
 import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
@@ -393,7 +394,7 @@ describe('two regions sharing global tables', () => {
         tableName: t('usage'),
         autoStart: false,
         batchSize: 1000,
-        filters: regionUsageFilters(r.name, r.name === HOME),
+        filters: regionUsageFilters(USAGE_STREAM_FILTERS, r.name, r.name === HOME),
         handler: async (event) => {
           handed += event.Records.filter((x) => x.dynamodb?.NewImage?.workspaceId?.S === ws && x.dynamodb?.NewImage?.state?.S === 'settled').length;
           // Twice: a redelivered batch counts nothing more.

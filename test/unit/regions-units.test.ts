@@ -5,7 +5,8 @@
  * the transfer agent's filters.
  */
 import type { DynamoDBRecord } from 'aws-lambda';
-import { matchesFilters, regionUsageFilters } from '../../lambdas/aggregator/mapping';
+import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
+import { regionUsageFilters } from '../../lib/aggregator';
 import { keyCapacity, peerCounters, quantityId, quantityOf, receivable, urgentGive } from '../../lambdas/core/transfers';
 import { RegionConfigError, asRegion, regionSetupFromEnv, regionShare, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { RegionKeyError, plainPk, regionalPk } from '../../lambdas/store/regions-lens';
@@ -31,6 +32,9 @@ describe('the region setting', () => {
     expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1' })).toThrow(RegionConfigError);
     expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1,0' })).toThrow(RegionConfigError);
     expect(() => regionSetupFromEnv({ SLUICE_REGIONS: 'us-east-1,us-east-1' })).toThrow(RegionConfigError);
+    // The CDK's home region must be the first listed (its items keep today's keys).
+    expect(regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-east-1' })?.regions[0]).toBe('us-east-1');
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-west-2' })).toThrow(RegionConfigError);
   });
 
   test("the home region's items carry no tag; the others' carry @<region>", () => {
@@ -108,8 +112,8 @@ describe('stream filters', () => {
     ({ eventName: 'MODIFY', dynamodb: { NewImage: { state: { S: 'settled' }, ...(region === undefined ? {} : { region: { S: region } }) } } }) as DynamoDBRecord;
 
   test("a region's aggregator is handed its own rows' settlements only; the home region's also rows without a region", () => {
-    const home = regionUsageFilters('us-east-1', true);
-    const west = regionUsageFilters('us-west-2', false);
+    const home = regionUsageFilters(USAGE_STREAM_FILTERS, 'us-east-1', true);
+    const west = regionUsageFilters(USAGE_STREAM_FILTERS, 'us-west-2', false);
     expect(matchesFilters(settled('us-east-1'), home)).toBe(true);
     expect(matchesFilters(settled(), home)).toBe(true);
     expect(matchesFilters(settled('us-west-2'), home)).toBe(false);
