@@ -232,11 +232,14 @@ interface RaceAnswer {
 
 /** `503 balance_unavailable` answers seen in the races (the store too slow on a loaded machine); each was retried. */
 let unavailable = 0;
+/** Race requests that got no answer at all (a connection that failed or timed out on a loaded machine), by message; each was retried. */
+const unanswered = new Map<string, number>();
 
 /**
  * One race request: admitted when its stream opens (the reply then stalls), refused otherwise.
  * Retried only on `503 balance_unavailable`, as SPEC tells clients to (the store did not answer
- * in time, so nothing was admitted: the rows counted at the end show it); any other answer is final.
+ * in time, so nothing was admitted: the rows counted at the end show it), and on no answer at all
+ * (a connection that failed, as the SDK itself retries); any other answer is final.
  */
 async function raceOne(key: string): Promise<RaceAnswer> {
   for (let attempt = 1; ; attempt += 1) {
@@ -247,6 +250,15 @@ async function raceOne(key: string): Promise<RaceAnswer> {
       if (!(err instanceof OpenAI.APIError)) throw err;
       if (err.status === 503 && err.code === 'balance_unavailable' && attempt < 10) {
         unavailable += 1;
+        await sleep(250 * attempt);
+        continue;
+      }
+      // No answer at all (the SDK's APIConnectionError: a reused keep-alive socket the front door
+      // had closed, or the client's timeout on a loaded machine): the SDK's own default retries
+      // these, and so does this. Were the lost attempt admitted, its row would outnumber the
+      // answers, which the comparison at the end counts, so nothing admitted is hidden.
+      if (err instanceof OpenAI.APIConnectionError && attempt < 10) {
+        unanswered.set(err.message, (unanswered.get(err.message) ?? 0) + 1);
         await sleep(250 * attempt);
         continue;
       }
@@ -357,7 +369,7 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   });
   const balanceSummary = summary(balanceRace);
   const keySummary = summary(keyRace);
-  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
+  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; unanswered, retried: ${JSON.stringify(Object.fromEntries(unanswered))}; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
   // The races' outcomes are asserted at the end, with the ledger they left, so one run shows every finding.
 
   // ---- Load through the front door; the home region lost mid-load, then brought back.
