@@ -1,20 +1,15 @@
-import { existsSync } from 'node:fs';
-import * as path from 'node:path';
-import { Annotations, Duration } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { FilterPattern } from '../lambdas/aggregator/mapping';
-import { REPO_ROOT } from './provider-file';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 
-/** The transfer agent's handler (branch `regions-ledger`). */
+/** The transfer agent's handler. */
 export const TRANSFER_AGENT_ENTRY = 'lambdas/transfer/handler.ts';
-/** What stands in for it while it is not merged: fails every batch (see the file). */
-export const TRANSFER_AGENT_PENDING_ENTRY = 'lambdas/transfer-pending/handler.ts';
 
 /**
  * The ledger stream records the agent of `region` is handed: writes to another region's transfer
@@ -42,7 +37,7 @@ export interface TransferAgentProps {
   readonly ledgerTable: dynamodb.ITable;
   /**
    * Handler file, relative to the repository root.
-   * @default {@link TRANSFER_AGENT_ENTRY} when it exists, else {@link TRANSFER_AGENT_PENDING_ENTRY} with a synth warning
+   * @default {@link TRANSFER_AGENT_ENTRY}
    */
   readonly entry?: string;
 }
@@ -70,13 +65,7 @@ export class TransferAgent extends Construct {
   public constructor(scope: Construct, id: string, props: TransferAgentProps) {
     super(scope, id);
     const { stage } = props;
-    this.entry = props.entry ?? (existsSync(path.join(REPO_ROOT, TRANSFER_AGENT_ENTRY)) ? TRANSFER_AGENT_ENTRY : TRANSFER_AGENT_PENDING_ENTRY);
-    if (this.entry === TRANSFER_AGENT_PENDING_ENTRY) {
-      Annotations.of(this).addWarningV2(
-        'sluice:transfer-agent-pending',
-        `${TRANSFER_AGENT_ENTRY} is not in this build: the transfer agent is a stand-in that fails every batch, so no headroom moves between regions until it is deployed`,
-      );
-    }
+    this.entry = props.entry ?? TRANSFER_AGENT_ENTRY;
     this.fn = new SluiceFunction(this, 'Agent', {
       stage,
       entry: this.entry,

@@ -18,23 +18,26 @@
  */
 import { sweepEveryMs } from './sweep-interval';
 import { notifyEveryMs, startLocalNotifier } from './notifier';
-import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { ScheduledEvent } from 'aws-lambda';
-import { ADMIN_BASE_PATH, handleAdmin, type AdminDeps } from '../lambdas/admin/app';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { makeAdminDeps } from '../lambdas/admin/wiring';
-import { formatMoney, MICROS_PER_MINOR } from '../lambdas/core/money-format';
 import { ENV, loadConfig } from '../lambdas/shared/config';
 import { ensureAdminToken, serveAdmin } from './admin-server';
-import { tableName } from '../lambdas/shared/schema';
-import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stopByPid } from './dynamo-local';
-import { serveLambda } from './http-server';
-import { installLambdaShim, makeLambdaContext } from './lambda-shim';
-import { startStreamPoller } from './stream-poller';
-import { USAGE_STREAM_FILTERS, USAGE_STREAM_MAPPING } from '../lambdas/aggregator/mapping';
+import { type DynamoLocal, isDynamoLocalProcess, startDynamoLocal, stopByPid } from './dynamo-local';
+import { installLambdaShim } from './lambda-shim';
+import {
+  message,
+  portFrom,
+  printBanner,
+  providerKeysSet,
+  readJson,
+  seedWorkspace,
+  serveGateway,
+  startAggregator,
+  startSweeper,
+  isLocalStart,
+} from './services';
 import { ensureTables, makeDynamoClient } from './tables';
 
 // The SDK's notice that it will need Node 22 says nothing a local user can act on.
@@ -57,10 +60,6 @@ const DEFAULT_PORT = 8787;
 const SWEEP_EVERY_MS = sweepEveryMs(process.env);
 /** How often the low-credit notifier runs (SLUICE_LOCAL_NOTIFY_EVERY_MS; a minute by default). */
 const NOTIFY_EVERY_MS = notifyEveryMs(process.env);
-/** Credit the dev workspace starts with, in minor units (100.00). */
-const SEED_CREDIT_MINOR = 10_000;
-/** The model the printed examples call when the simulator serves. */
-const SIMULATED_MODEL = 'local/sim-small';
 
 /** What `.sluice/local.json` holds; the CLI's `--stage local` reads it. */
 interface LocalStateFile {
@@ -124,29 +123,6 @@ function shutdown(reason: string, code: number): Promise<never> {
   return shuttingDown;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-async function readJson(path: string): Promise<unknown> {
-  try {
-    return JSON.parse(await readFile(path, 'utf8'));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new Error(`${path} is not readable JSON (${message(err)}); delete it and start again`);
-  }
-}
-
-/** Whether a PID is a running `npm start` of this program (Linux `/proc`; elsewhere: assume so). */
-function isLocalStart(pid: number): boolean {
-  if (!isAlive(pid)) return false;
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('start.ts');
-  } catch {
-    return existsSync('/proc') ? false : true;
-  }
-}
-
 /**
  * Refuses to run twice on the same data folder, and stops the DynamoDB Local a crashed run left
  * behind (by the PID it recorded, after checking it still is DynamoDB Local).
@@ -169,13 +145,6 @@ async function reclaimPreviousRun(): Promise<void> {
 
 async function writeState(state: LocalStateFile): Promise<void> {
   await writeFile(STATE_FILE, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
-}
-
-/** Names of the provider-key variables that are set (real providers reachable). */
-function providerKeysSet(providers: readonly { keySource: { env?: string } | 'none' }[]): string[] {
-  return providers
-    .map((p) => (p.keySource === 'none' ? undefined : p.keySource.env))
-    .filter((name): name is string => name !== undefined && (process.env[name] ?? '') !== '');
 }
 
 async function main(): Promise<void> {
@@ -296,67 +265,29 @@ async function start(): Promise<void> {
   const sweeperModule = await import('../lambdas/sweeper/handler');
   checkCancelled();
 
-  const port = process.env.PORT === undefined || process.env.PORT === '' ? DEFAULT_PORT : Number(process.env.PORT);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error(`PORT must be a port number, got ${process.env.PORT}`);
-  let server;
-  try {
-    server = await serveLambda({ handler: gatewayModule.handler, host: '127.0.0.1', port, log: warn });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      throw new Error(`port ${port} on 127.0.0.1 is already in use: stop what uses it, or run with PORT=<another port> npm start`);
-    }
-    throw err;
-  }
+  const port = portFrom(process.env, 'PORT', DEFAULT_PORT);
+  const server = await serveGateway(gatewayModule.handler, port, warn, 'run with PORT=<another port> npm start');
   const gateway = server;
   cleanups.push({ name: 'gateway server', run: () => gateway.close() });
   checkCancelled();
 
-  const poller = await startStreamPoller({
+  const poller = await startAggregator({
     endpoint: db.endpoint,
-    tableName: tableName(TABLE_PREFIX, 'usage'),
-    // The deployed mapping's batch size and filter (its batching window is not waited for locally).
-    batchSize: USAGE_STREAM_MAPPING.batchSize,
-    filters: USAGE_STREAM_FILTERS,
+    tablePrefix: TABLE_PREFIX,
     handler: (event) => aggregatorModule.handler(event),
     log: warn,
   });
   cleanups.push({ name: 'usage stream poller', run: () => poller.stop() });
 
-  let sweeping: Promise<void> | undefined;
-  const sweepOnce = (): void => {
-    if (sweeping !== undefined) return; // the previous run is still going; the schedule skips
-    const event: ScheduledEvent = {
-      version: '0',
-      id: randomUUID(),
-      'detail-type': 'Scheduled Event',
-      source: 'aws.events',
-      account: '000000000000',
-      time: new Date().toISOString(),
-      region: 'local',
-      resources: ['arn:aws:events:local:000000000000:rule/sluice-local-sweeper'],
-      detail: {},
-    };
-    const context = makeLambdaContext({ functionName: 'sluice-local-sweeper', timeoutMs: SWEEP_EVERY_MS });
-    sweeping = sweeperModule
-      .handler(event, context)
-      .then(({ swept }) => {
-        if (swept > 0) log(`sweeper settled ${swept} expired hold(s)`);
-      })
-      .catch((err: unknown) => warn(`sweeper: ${message(err)}`))
-      .finally(() => {
-        sweeping = undefined;
-      });
-  };
-  // Once now: holds a crashed earlier run left open are settled without waiting a minute.
-  sweepOnce();
-  const timer = setInterval(sweepOnce, SWEEP_EVERY_MS);
-  cleanups.push({
-    name: 'sweeper timer',
-    run: async () => {
-      clearInterval(timer);
-      await sweeping;
-    },
+  const sweeper = startSweeper({
+    handler: (event, context) => sweeperModule.handler(event, context),
+    everyMs: SWEEP_EVERY_MS,
+    functionName: 'sluice-local-sweeper',
+    region: 'local',
+    log,
+    warn,
   });
+  cleanups.push({ name: 'sweeper timer', run: () => sweeper.stop() });
 
   // The low-credit notifier, as the sweeper: the deployed check on a timer, its notices on
   // stdout and in .sluice/events.jsonl instead of EventBridge and SNS.
@@ -365,9 +296,7 @@ async function start(): Promise<void> {
   log(`low-credit notifier every ${NOTIFY_EVERY_MS / 1000} s (notices also in ${EVENTS_FILE})`);
 
   // The management API on loopback, behind the admin token created on the first start.
-  const adminPortRaw = process.env.SLUICE_ADMIN_PORT;
-  const adminPort = adminPortRaw === undefined || adminPortRaw === '' ? 0 : Number(adminPortRaw);
-  if (!Number.isInteger(adminPort) || adminPort < 0 || adminPort > 65_535) throw new Error(`SLUICE_ADMIN_PORT must be a port number, got ${adminPortRaw}`);
+  const adminPort = portFrom(process.env, 'SLUICE_ADMIN_PORT', 0);
   const { token } = await ensureAdminToken(ADMIN_TOKEN_FILE);
   const adminDeps = makeAdminDeps(loadConfig());
   const admin = await serveAdmin({ deps: adminDeps, token, port: adminPort });
@@ -380,99 +309,12 @@ async function start(): Promise<void> {
   checkCancelled();
 
   // Seeded last: a start that fails before this point never mints a key nobody was shown.
-  const seed = await seedWorkspace(adminDeps, doc);
+  const seed = await seedWorkspace({ deps: adminDeps, doc, tablePrefix: TABLE_PREFIX, seedFile: SEED_FILE, log });
   checkCancelled();
 
   const baseUrl = `${gateway.url}/v1`;
   await writeState({ ...state, gatewayUrl: baseUrl, simulatorUrl, adminUrl: admin.url, consoleUrl: consoleServer.url });
-  printBanner(baseUrl, seed, SIMULATED_MODEL, admin.url, consoleServer.url);
-}
-
-interface Seed {
-  readonly workspaceId: string;
-  /** Only on the start that created the workspace; never stored. */
-  readonly rawKey?: string;
-}
-
-/** Who the seed's changes are audited as. */
-const SEED_PRINCIPAL = 'seed';
-
-/**
- * One change through the management API in process, as `seed`: the very route an operator's
- * command takes, so it is validated and audited the same way. Throws the refusal's message.
- */
-async function seedCall<T>(deps: AdminDeps, method: 'POST', path: string, body: Record<string, unknown>): Promise<T> {
-  const requestId = `req_${randomUUID().replace(/-/g, '')}`;
-  const out = await handleAdmin({ method, path: `${ADMIN_BASE_PATH}${path}`, query: {}, body: JSON.stringify(body), principal: SEED_PRINCIPAL, requestId }, deps);
-  const parsed = JSON.parse(out.body) as T & { error?: { message?: string } };
-  if (out.status >= 400) throw new Error(`seeding the dev workspace: ${parsed.error?.message ?? `the management API answered ${out.status}`}`);
-  return parsed;
-}
-
-/**
- * Creates the dev workspace, its credit and a key on first start, through the management API,
- * so each is in the audit trail (`workspace.create`, `credit.add`, `key.create`, by `seed`) like
- * every other change to money and keys. Only the workspace id is kept (`.sluice/seed.json`); the
- * raw key is printed once and exists nowhere else.
- */
-async function seedWorkspace(deps: AdminDeps, doc: DynamoDBDocumentClient): Promise<Seed> {
-  const saved = (await readJson(SEED_FILE)) as { workspaceId?: unknown } | undefined;
-  if (typeof saved?.workspaceId === 'string') {
-    const { Item } = await doc.send(
-      new GetCommand({ TableName: tableName(TABLE_PREFIX, 'workspaces'), Key: { pk: saved.workspaceId, sk: 'META' } }),
-    );
-    if (Item !== undefined) return { workspaceId: saved.workspaceId };
-    log(`workspace ${saved.workspaceId} from ${SEED_FILE} is not in the database (was .dynamodb/ deleted?): seeding a new one`);
-  }
-  const { workspaceId, ownerMemberId } = await seedCall<{ workspaceId: string; ownerMemberId: string }>(deps, 'POST', '/workspaces', { name: 'dev', ownerEmail: 'dev@localhost' });
-  const ws = `/workspaces/${encodeURIComponent(workspaceId)}`;
-  // A reference, so the seed's credit is one top-up however the start is retried.
-  await seedCall(deps, 'POST', `${ws}/credit`, { amountMinor: SEED_CREDIT_MINOR, reference: 'seed' });
-  const { rawKey } = await seedCall<{ rawKey: string }>(deps, 'POST', `${ws}/keys`, { memberId: ownerMemberId, name: 'dev' });
-  await writeFile(SEED_FILE, `${JSON.stringify({ workspaceId }, null, 2)}\n`, { mode: 0o600 });
-  return { workspaceId, rawKey };
-}
-
-function printBanner(baseUrl: string, seed: Seed, model: string, adminUrl: string, consoleUrl: string): void {
-  const lines = [
-    '',
-    'Sluice is running locally.',
-    '',
-    `  Base URL   ${baseUrl}`,
-    `  Admin API  ${adminUrl}/admin/v1  (token in ${ADMIN_TOKEN_FILE}; npm run sluice -- … uses it)`,
-    `  Workspace  ${seed.workspaceId}`,
-    `  Console    ${consoleUrl}/console/  (invite yourself: npx sluice member invite --workspace ${seed.workspaceId} --email you@example.com --owner)`,
-  ];
-  if (seed.rawKey !== undefined) {
-    lines.push(
-      `  API key    ${seed.rawKey}`,
-      `             (shown this once and stored nowhere; credit ${formatMoney(SEED_CREDIT_MINOR * MICROS_PER_MINOR)})`,
-      '',
-      `  export SLUICE_API_KEY=${seed.rawKey}`,
-    );
-  } else {
-    lines.push(
-      '',
-      '  The dev key was printed on the first start only. Mint another with:',
-      `    npm run sluice -- key create --workspace ${seed.workspaceId}`,
-      '  then: export SLUICE_API_KEY=<the key it prints>',
-    );
-  }
-  lines.push(
-    '',
-    '  curl:',
-    `    curl ${baseUrl}/chat/completions \\`,
-    '      -H "Authorization: Bearer $SLUICE_API_KEY" -H "Content-Type: application/json" \\',
-    `      -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"stream":true}'`,
-    '',
-    '  openai (Node):',
-    `    const client = new OpenAI({ baseURL: '${baseUrl}', apiKey: process.env.SLUICE_API_KEY });`,
-    `    const reply = await client.chat.completions.create({ model: '${model}', messages: [{ role: 'user', content: 'Hello' }] });`,
-    '',
-    'Ctrl-C stops everything.',
-    '',
-  );
-  console.log(lines.join('\n'));
+  printBanner({ title: 'Sluice is running locally.', baseUrl, seed, adminUrl: admin.url, adminTokenFile: ADMIN_TOKEN_FILE, consoleUrl: consoleServer.url });
 }
 
 void main();

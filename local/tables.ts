@@ -43,6 +43,15 @@ export class TableSchemaDriftError extends Error {
 
 const ACTIVE_TIMEOUT_MS = 30_000;
 
+/** Options for {@link ensureTables}. */
+export interface EnsureTablesOptions {
+  /**
+   * Give every table a NEW_IMAGE stream, as a global table's replicas all have one: the local
+   * replicator (`npm run start:regions`) copies writes by reading them. @default the schema's
+   */
+  readonly streamEveryTable?: boolean;
+}
+
 /**
  * Creates every table of `ALL_TABLES` named `<prefix><name>` that does not exist yet, and waits
  * until all are ACTIVE. Existing tables are brought up to the schema where DynamoDB allows it
@@ -51,10 +60,12 @@ const ACTIVE_TIMEOUT_MS = 30_000;
  *
  * @throws TableSchemaDriftError when an existing table's key schema differs from the schema's.
  */
-export async function ensureTables(client: DynamoDBClient, prefix: string): Promise<void> {
+export async function ensureTables(client: DynamoDBClient, prefix: string, options: EnsureTablesOptions = {}): Promise<void> {
   const existing = await listTables(client);
   await Promise.all(
-    ALL_TABLES.map(async (schema) => {
+    ALL_TABLES.map(async (declared) => {
+      // Global tables stream every replica (their replication reads the streams).
+      const schema = options.streamEveryTable === true ? { ...declared, stream: true } : declared;
       const name = tableName(prefix, schema.name);
       if (existing.has(name)) {
         await reconcile(client, schema, name);

@@ -4,6 +4,7 @@
  * process reported; `--set <n>` sets the count and the floor (audited, like every change).
  * Lowering it consolidates the retired slices into slice 0 at once, without losing a unit.
  */
+import { formatMoney } from '../../lambdas/core/money-format';
 import type { SlicesView } from '../../lambdas/store/directory-slices';
 import { ValidationError } from '../../lambdas/store/directory-errors';
 import { apiPath } from '../api-client';
@@ -34,6 +35,15 @@ export function describeSlices(view: SlicesView & { readonly previous?: number }
       : `recent load (${r.minutes} min): ${r.admissions} admissions (${(Math.round(r.admissionsPerSecond * 10) / 10).toString()}/s), ${r.conflicts} met a conflict (${pct(r.conflictRate)}); grows above ${pct(view.automatic.growsAboveConflictRate)}`,
   ];
   if (view.automatic.wouldShrinkTo !== null) lines.push(`automatic shrinking: would go to ${view.automatic.wouldShrinkTo} at the next report`);
+  if (view.regions !== undefined) {
+    const m = (micros: number): string => formatMoney(micros);
+    for (const r of view.regions.regions) {
+      lines.push(
+        `region ${r.region}${r.down ? ' (down: stranded)' : ''}: credited ${m(r.creditedMicros)}, available ${m(r.availableMicros)}, held ${m(r.heldMicros)}, spent ${m(r.spentMicros)}; sent ${m(r.sentMicros)}, received ${m(r.receivedMicros)}`,
+      );
+    }
+    lines.push(`in transit between regions: ${m(view.regions.inTransitMicros)}; stranded in regions down: ${m(view.regions.strandedMicros)}`);
+  }
   return lines;
 }
 
@@ -42,8 +52,8 @@ export const SLICES_COMMAND: Command = {
   group: 'workspace',
   action: 'slices',
   summary: "show the ledger's slice count, floor and recent conflict rate; --set <n> sets count and floor (1..48)",
-  usage: '--workspace <id> [--set <n>]',
-  options: { workspace: { type: 'string', short: 'w' }, set: { type: 'string' } },
+  usage: '--workspace <id> [--set <n>] [--down <region,...>]',
+  options: { workspace: { type: 'string', short: 'w' }, set: { type: 'string' }, down: { type: 'string' } },
   positionals: [0, 0],
   async run(api, v) {
     const path = apiPath('workspaces', workspaceOf(v), 'slices');
@@ -52,7 +62,7 @@ export const SLICES_COMMAND: Command = {
       const out = await api.call<SlicesView & { previous: number }>({ method: 'PUT', path, body: { count: countOf(raw) } });
       return { json: out, human: describeSlices(out) };
     }
-    const out = await api.call<SlicesView>({ method: 'GET', path });
+    const out = await api.call<SlicesView>({ method: 'GET', path, ...(typeof v.down === 'string' && v.down !== '' ? { query: { down: v.down } } : {}) });
     return { json: out, human: describeSlices(out) };
   },
 };

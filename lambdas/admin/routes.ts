@@ -195,7 +195,9 @@ export const ROUTES: readonly Route[] = [
     method: 'GET',
     pattern: ['workspaces', ':ws', 'slices'],
     async run(call) {
-      return { body: await showSlices(call.deps.ctx, { workspaceId: ws(call) }) };
+      // `down`: regions the operator knows are lost; their share shows as stranded.
+      const down = call.query['down']?.split(',').filter((r) => r !== '');
+      return { body: await showSlices(call.deps.ctx, { workspaceId: ws(call), ...(down === undefined ? {} : { down }) }) };
     },
   },
   {

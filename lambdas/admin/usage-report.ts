@@ -3,6 +3,7 @@
  * key, by model, by member) from the aggregator's rollups, and one request's usage row.
  */
 import { readUsage, type UsageRow } from '../aggregator/read';
+import { regionTag } from '../store/regions';
 import type { RollupPeriod } from '../aggregator/aggregate';
 import { formatMoney } from '../core/money-format';
 import type { AdminContext } from '../store/directory-context';
@@ -71,7 +72,10 @@ export async function usageReport(
   await requireWorkspace(ctx, workspaceId);
   let rows: UsageRow[];
   try {
-    rows = await readUsage(ctx.doc, ctx.tablePrefix, { workspaceId, period, from, to });
+    // With several regions, each region's aggregator keeps its own rollups: the report adds them.
+    const regions = ctx.regions;
+    const regionTags = regions === undefined ? undefined : regions.regions.map((r) => regionTag(regions, r));
+    rows = await readUsage(ctx.doc, ctx.tablePrefix, { workspaceId, period, from, to, ...(regionTags === undefined ? {} : { regionTags }) });
   } catch (err) {
     if (err instanceof RangeError) throw new ValidationError(`--from/--to: ${err.message}`);
     throw err;

@@ -2,6 +2,7 @@
  * Builds the management API's dependencies once, at cold start, from the validated
  * configuration: the DynamoDB document client, the secret store for BYOK keys, the balance port.
  */
+import { regionSetupFromEnv } from '../store/regions';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { documentClient } from '../adapters/dynamo-client';
 import type { RuntimeConfig } from '../shared/config';
@@ -24,7 +25,9 @@ export function makeAdminDeps(config: RuntimeConfig, env: NodeJS.ProcessEnv = pr
     secrets = new SecretsManagerStore(new SecretsManagerClient({}));
   }
   // The gateways' cache lifetime: a limit set on an untracked window is armed after it (`core/limit-arming.ts`).
-  const ctx = { doc, tablePrefix: config.tablePrefix, stage: config.stage, secrets, cacheTtlMs: config.cacheTtlMs };
+  // With several regions (`SLUICE_REGIONS`), balances are summed over every region's slices.
+  const regions = regionSetupFromEnv(env);
+  const ctx = { doc, tablePrefix: config.tablePrefix, stage: config.stage, secrets, cacheTtlMs: config.cacheTtlMs, ...(regions === undefined ? {} : { regions }) };
   return {
     ctx,
     balance: new DynamoBalancePort(ctx),

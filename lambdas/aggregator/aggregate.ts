@@ -52,6 +52,20 @@ export interface AggregateDeps {
   readonly clock?: () => number;
   /** Where error lines go. @default a line on stderr */
   readonly writeLine?: (line: string) => void;
+  /**
+   * In a stage with several regions: this region and its tag (`''` in the home region). A
+   * replicated row appears in every region's stream; only its own region counts it (`region` its
+   * own; a row without one, written before the stage had several regions, is the home region's),
+   * into rollups and counted-row groups of its own (the tag after the workspace and the usage
+   * partition), which no other region writes. @default one region: every row, today's keys
+   */
+  readonly region?: { readonly name: string; readonly tag: string };
+}
+
+/** Whether a settlement record's row is `region`'s to count (see {@link AggregateDeps.region}). */
+export function countsHere(record: DynamoDBRecord, region: { readonly name: string; readonly tag: string }): boolean {
+  const of = record.dynamodb?.NewImage?.region?.S;
+  return of === region.name || (of === undefined && region.tag === '');
 }
 
 /** Every outcome a usage row may carry; each has its own `outcome_<name>` counter. */
@@ -240,10 +254,13 @@ export async function aggregate(deps: AggregateDeps, event: DynamoDBStreamEvent)
   let failure: RowFailure | undefined;
   for (const record of event.Records) {
     if (!isSettlement(record)) continue;
+    if (deps.region !== undefined && !countsHere(record, deps.region)) continue;
     const sequence = record.dynamodb?.SequenceNumber ?? record.eventID ?? '';
     let facts: UsageFacts;
     try {
       facts = usageFacts(record);
+      // A region's rollups and counted-row groups are its own items (docs/regions.md): tagged.
+      if (deps.region !== undefined && deps.region.tag !== '') facts = { ...facts, workspaceId: `${facts.workspaceId}${deps.region.tag}`, usagePk: `${facts.usagePk}${deps.region.tag}` };
     } catch (err) {
       failure = new RowFailure(sequence, err);
       break;

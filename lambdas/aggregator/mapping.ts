@@ -64,3 +64,4 @@ function matches(value: unknown, pattern: FilterPattern): boolean {
     return want.some((w) => (typeof w === 'object' && w !== null ? (w.exists ? got !== undefined : got === undefined) : got === w));
   });
 }
+

@@ -16,6 +16,12 @@ export interface UsageQuery {
   readonly period: RollupPeriod;
   readonly from: string;
   readonly to: string;
+  /**
+   * In a stage with several regions: every region's tag (`''` for the home region), whose
+   * aggregators each keep rollups of their own (`WS#<ws><tag>#…`): a report adds them all.
+   * @default one region
+   */
+  readonly regionTags?: readonly string[];
 }
 
 /** One totals item: a period's totals overall, for one key, or for one model. */
@@ -149,16 +155,21 @@ export async function readUsage(doc: DynamoDBDocumentClient, tablePrefix: string
   const readOne = async (index: number): Promise<void> => {
     const periodId = ids[index] as string;
     const items: Record<string, unknown>[] = [];
-    for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId))) items.push(item);
-    if (items.some((i) => i.sk === ROLLUP_SHARDS_SK)) {
-      const others = await Promise.all(
-        Array.from({ length: ROLLUP_SHARDS - 1 }, async (_, i) => {
-          const got: Record<string, unknown>[] = [];
-          for await (const item of rollupItems(doc, table, rollupPk(query.workspaceId, query.period, periodId, i + 1))) got.push(item);
-          return got;
-        }),
-      );
-      items.push(...others.flat());
+    for (const tag of query.regionTags ?? ['']) {
+      const workspace = `${query.workspaceId}${tag}`;
+      const own: Record<string, unknown>[] = [];
+      for await (const item of rollupItems(doc, table, rollupPk(workspace, query.period, periodId))) own.push(item);
+      if (own.some((i) => i.sk === ROLLUP_SHARDS_SK)) {
+        const others = await Promise.all(
+          Array.from({ length: ROLLUP_SHARDS - 1 }, async (_, i) => {
+            const got: Record<string, unknown>[] = [];
+            for await (const item of rollupItems(doc, table, rollupPk(workspace, query.period, periodId, i + 1))) got.push(item);
+            return got;
+          }),
+        );
+        own.push(...others.flat());
+      }
+      items.push(...own);
     }
     results[index] = sumBySortKey(query.period, periodId, items);
   };

@@ -13,6 +13,8 @@ import { documentClient, wireClient } from '../adapters/dynamo-client';
 import { DynamoCatalog } from '../adapters/dynamo-catalog';
 import { DynamoDirectory } from '../adapters/dynamo-directory';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
+import { RegionalLedger } from '../store/regions-ledger';
+import { regionSetupFromEnv } from '../store/regions';
 import type { DynamoWire } from '../adapters/dynamo-wire';
 import { ConsoleTelemetry, EmfTelemetry } from '../adapters/emf-telemetry';
 import { HttpUpstream } from '../adapters/http-upstream';
@@ -29,7 +31,8 @@ export interface Wiring {
   readonly doc: DynamoDBDocumentClient;
   /** The lean client the ledger and key lookups use on every request. */
   readonly wire: DynamoWire;
-  readonly ledger: DynamoLedger;
+  /** The region's ledger in a stage with several regions (`SLUICE_REGIONS`, docs/regions.md), else today's. */
+  readonly ledger: DynamoLedger | RegionalLedger;
   readonly directory: DynamoDirectory;
   readonly catalog: DynamoCatalog;
   readonly upstream: HttpUpstream;
@@ -42,7 +45,10 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
   // Local mode prints a short line per request; deployed stages log EMF for CloudWatch.
   const telemetry: Telemetry = overrides.telemetry ?? (config.stage === 'local' ? new ConsoleTelemetry() : new EmfTelemetry(config.stage));
-  const ledger = new DynamoLedger(wire, { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => telemetry.count?.('TransactionConflicts', 1));
+  const ledgerTables = { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays };
+  const onConflict = (): void => telemetry.count?.('TransactionConflicts', 1);
+  const regions = regionSetupFromEnv(env);
+  const ledger = regions === undefined ? new DynamoLedger(wire, ledgerTables, onConflict) : new RegionalLedger(wire, ledgerTables, regions, onConflict);
   const directory = new DynamoDirectory(wire, { keys: t('keys'), workspaces: t('workspaces') }, config.cacheTtlMs);
   const catalog = new DynamoCatalog(doc, t('catalog'), config.catalogCacheTtlMs);
   const upstream = new HttpUpstream();

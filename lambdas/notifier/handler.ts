@@ -12,6 +12,7 @@ import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
 import { checkLowCredit, type CheckDeps, type CheckResult } from './check';
 import { DynamoNoticeStore, availableCredit } from '../store/notices';
+import { regionSetupFromEnv } from '../store/regions';
 import { NOTIFIER_ENV } from './env';
 import { EventBridgePublisher, NoticeChannels, SnsPublisher } from './publishers';
 import type { NoticePublisher } from './ports';
@@ -26,7 +27,7 @@ const deps: CheckDeps = {
   readBalance: availableCredit(doc, {
     ledger: tableName(config.tablePrefix, 'ledger'),
     usage: tableName(config.tablePrefix, 'usage'),
-  }),
+  }, regionSetupFromEnv()),
   publisher: new NoticeChannels(new EventBridgePublisher(new EventBridgeClient({}), process.env[NOTIFIER_ENV.eventBusName] || 'default'), others, (err) =>
     log(JSON.stringify({ level: 'error', event: 'low_credit_sns_failed', fault: err instanceof Error ? err.name : typeof err })),
   ),

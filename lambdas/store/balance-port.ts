@@ -20,7 +20,7 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
 import { formatMoney } from '../core/money-format';
-import { readBalance } from './balance';
+import { readBalanceEverywhere } from './regions-balance';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
@@ -134,7 +134,7 @@ export class DynamoBalancePort implements BalancePort {
     if (out.Item === undefined) throw new WorkspaceNotFoundError(workspaceId);
     const seq = typeof out.Item['statementSeq'] === 'number' ? out.Item['statementSeq'] : 0;
     // A hot workspace's balance is split into escrow slices: the store sums them from one snapshot.
-    const b = await readBalance(this.ctx.doc, this.ledgerTables(), workspaceId, nowOf(this.ctx));
+    const b = await readBalanceEverywhere(this.ctx.doc, this.ledgerTables(), this.ctx.regions, workspaceId, nowOf(this.ctx));
     return { seq, balance: { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros } };
   }
 

@@ -3,6 +3,7 @@
  * item keys, and a transaction helper that retries conflicts and hands cancellations back as
  * per-item reasons so each operation can turn them into its own domain error.
  */
+import type { RegionSetup } from './regions';
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import type { CancellationReason } from '@aws-sdk/client-dynamodb';
 import { TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
@@ -30,6 +31,11 @@ export interface AdminContext {
    * after it is written (`lambdas/core/limit-arming.ts`).
    */
   readonly cacheTtlMs?: number;
+  /**
+   * The stage's regions when it has several (`SLUICE_REGIONS`, docs/regions.md): balances are then
+   * summed over every region's slices, and `workspace slices` shows each region's part.
+   */
+  readonly regions?: RegionSetup;
 }
 
 /** One item of a `TransactWriteItems` call, as the document client takes it. */

@@ -11,6 +11,7 @@ import { nowOf, table } from './directory-context';
 import { requireWorkspace } from './directory-common';
 import { ValidationError, WorkspaceNotFoundError } from './directory-errors';
 import { MAX_SLICES } from './keys';
+import { readRegionalBalance, type RegionalBalance } from './regions-balance';
 import { readSliceCount, readSliceStats } from './slice-stats';
 
 /** A workspace's slices, for `sluice workspace slices`. */
@@ -37,6 +38,8 @@ export interface SlicesView {
   };
   /** What the automatic rules would do on this load: growth's threshold, and the count shrinking would go to (null: none). */
   readonly automatic: { readonly growsAboveConflictRate: number; readonly wouldShrinkTo: number | null };
+  /** In a stage with several regions: each region's money, what is in transit, and what is stranded in the regions named down. */
+  readonly regions?: RegionalBalance;
 }
 
 function ledgerTables(ctx: AdminContext): { ledger: string; usage: string } {
@@ -44,7 +47,7 @@ function ledgerTables(ctx: AdminContext): { ledger: string; usage: string } {
 }
 
 /** A workspace's slice count, floor and recent load. Throws `WorkspaceNotFoundError`. */
-export async function showSlices(ctx: AdminContext, input: { workspaceId: string }): Promise<SlicesView> {
+export async function showSlices(ctx: AdminContext, input: { workspaceId: string; down?: readonly string[] }): Promise<SlicesView> {
   const { workspaceId } = input;
   await requireWorkspace(ctx, workspaceId);
   const ledger = table(ctx, 'ledger');
@@ -69,6 +72,7 @@ export async function showSlices(ctx: AdminContext, input: { workspaceId: string
       admissionsPerSecond: load.spanMs === 0 ? 0 : (load.admissions * 1000) / load.spanMs,
     },
     automatic: { growsAboveConflictRate: GROWTH_CONFLICT_RATE, wouldShrinkTo: shrinkTo < count.count ? shrinkTo : null },
+    ...(ctx.regions === undefined ? {} : { regions: await readRegionalBalance(ctx.doc, ledgerTables(ctx), ctx.regions, workspaceId, input.down ?? []) }),
   };
 }
 

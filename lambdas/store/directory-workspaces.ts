@@ -7,7 +7,7 @@ import { formatMoney, MICROS_PER_MINOR } from '../core/money-format';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { monthId } from '../core/windows';
 import type { BalanceRecord, MemberRecord, WorkspaceRecord } from '../shared/records';
-import { readBalance } from './balance';
+import { readBalanceEverywhere } from './regions-balance';
 import type { AdminContext } from './directory-context';
 import {
   BALANCE,
@@ -141,7 +141,7 @@ export async function showWorkspace(
     listMemberRecords(ctx, ws.workspaceId),
     listProfileRecords(ctx, ws.workspaceId),
     // The ledger may be split into slices: the store sums them from one consistent read.
-    readBalance(ctx.doc, { ledger: table(ctx, 'ledger'), usage: table(ctx, 'usage') }, ws.workspaceId, now),
+    readBalanceEverywhere(ctx.doc, { ledger: table(ctx, 'ledger'), usage: table(ctx, 'usage') }, ctx.regions, ws.workspaceId, now),
   ]);
   const balance = summary;
   const window = summary.month;

@@ -18,8 +18,7 @@ const SHARD_CONCURRENCY = 2;
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-async function eachShard(work: (shard: string) => Promise<void>): Promise<void> {
-  const shards = allExpiryShards();
+async function eachShard(work: (shard: string) => Promise<void>, shards: readonly string[] = allExpiryShards()): Promise<void> {
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < shards.length) {
@@ -50,6 +49,8 @@ export async function scanExpiryIndex(
   now: number,
   each: (page: readonly Record<string, unknown>[]) => Promise<void>,
   stop: () => boolean = () => false,
+  /** The shards to read: a region of a stage with several reads only its own (`X<n>@<region>`). @default every shard of one region */
+  shards?: readonly string[],
 ): Promise<ExpiryScan> {
   let live = 0;
   await eachShard(async (shard) => {
@@ -73,6 +74,6 @@ export async function scanExpiryIndex(
       if (expired.length > 0) await each(expired);
       start = page.LastEvaluatedKey;
     } while (start !== undefined && !stop());
-  });
+  }, shards);
   return { live };
 }

@@ -6,7 +6,8 @@
 import { DeleteCommand, PutCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { BalanceReader, LowCreditNotice, NoticeStore, WatchedWorkspace } from '../notifier/ports';
-import { readBalance } from './balance';
+import { readBalanceEverywhere } from './regions-balance';
+import type { RegionSetup } from './regions';
 import type { LedgerTables } from './ledger';
 
 /** Sort key of the recorded crossing in the workspaces table (pk is the workspace id). */
@@ -98,6 +99,7 @@ export class DynamoNoticeStore implements NoticeStore {
  * The workspace's available credit: the store's workspace-wide balance, summed over every escrow
  * slice from one consistent snapshot, so a split workspace is judged on its whole balance.
  */
-export function availableCredit(db: DocumentSender, tables: LedgerTables): BalanceReader {
-  return async (workspaceId) => (await readBalance(db, tables, workspaceId)).availableMicros;
+export function availableCredit(db: DocumentSender, tables: LedgerTables, regions?: RegionSetup): BalanceReader {
+  // With several regions, the whole is every region's slices (`regions-balance.ts`).
+  return async (workspaceId) => (await readBalanceEverywhere(db, tables, regions, workspaceId)).availableMicros;
 }

@@ -10,6 +10,8 @@ import { DynamoLedger } from '../adapters/dynamo-ledger';
 import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
+import { RegionalLedger } from '../store/regions-ledger';
+import { regionSetupFromEnv, regionTag } from '../store/regions';
 import { sweep, type SweepDeps } from './sweep';
 
 /** Thrown after a run in which some expired holds could not be settled, so the function's Errors metric (and its alarm) sees it. */
@@ -24,14 +26,19 @@ const config = loadConfig();
 const doc = documentClient(config);
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
 let conflicts = 0;
+const onConflict = (): void => {
+  conflicts += 1;
+};
+const ledgerTables = { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays };
+// In a stage with several regions, this region's sweeper settles only its own holds, on its own slices.
+const regions = regionSetupFromEnv();
 const deps: SweepDeps = {
   // Local mode reports sweeps on its own console line; EMF is for CloudWatch.
   ...(config.stage === 'local' ? { writeLine: () => undefined } : {}),
   doc,
   usageTable: t('usage'),
-  ledger: new DynamoLedger(doc, { ledger: t('ledger'), usage: t('usage'), usageRetentionDays: config.usageRetentionDays }, () => {
-    conflicts += 1;
-  }),
+  ledger: regions === undefined ? new DynamoLedger(doc, ledgerTables, onConflict) : new RegionalLedger(doc, ledgerTables, regions, onConflict),
+  ...(regions === undefined ? {} : { region: { name: regions.region, tag: regionTag(regions) } }),
   stage: config.stage,
   takeConflicts: () => {
     const n = conflicts;

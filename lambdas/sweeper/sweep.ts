@@ -20,6 +20,7 @@ import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Ledger, Settlement } from '../gateway/ports';
 import { stageCountsLine } from '../shared/emf';
 import { scanExpiryIndex } from '../store/holds';
+import { allExpiryShards } from '../store/keys';
 import { holdOfRow, isOpenRow, type StoredHold } from '../store/request-rows';
 
 /** What {@link sweep} runs on. */
@@ -45,6 +46,13 @@ export interface SweepDeps {
    * reported as `TransactionConflicts` when given. @default not reported
    */
   readonly takeConflicts?: () => number;
+  /**
+   * In a stage with several regions: this region, and its tag (`''` in the home region). Only its
+   * own expiry shards are read (`X<n><tag>`), and only rows whose `region` is its own are settled
+   * (a replicated row of another region's request is that region's to settle, on its slices).
+   * @default one region: every shard, every row
+   */
+  readonly region?: { readonly name: string; readonly tag: string };
 }
 
 /** What one sweep did. */
@@ -79,6 +87,15 @@ export function sweptChargeMicros(hold: StoredHold): number {
 /** The settlement a swept hold gets: no counts (nothing is known of the reply), outcome `swept`. */
 function sweptSettlement(hold: StoredHold, now: number): Settlement {
   return { counts: undefined, chargeMicros: sweptChargeMicros(hold), stream: false, status: 0, outcome: 'swept', attempts: 0, now };
+}
+
+/**
+ * Whether a row is this region's to settle: its `region` is this one; a row without one was
+ * written before the stage had several regions, and is the home region's (tag `''`).
+ */
+export function ownRow(row: Record<string, unknown> | undefined, region: string, tag: string): boolean {
+  const of = row?.region;
+  return of === region || (of === undefined && tag === '');
 }
 
 /** Runs `work` over `items`, at most `limit` at a time. */
@@ -122,6 +139,7 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
       // extended just before its request died would be released short and stay held forever.
       const got = await deps.doc.send(new GetCommand({ TableName: deps.usageTable, Key: { pk, sk }, ConsistentRead: true }));
       if (!isOpenRow(got.Item)) return; // settled since the index was read
+      if (deps.region !== undefined && !ownRow(got.Item, deps.region.name, deps.region.tag)) return; // another region's hold
       const hold = holdOfRow(got.Item);
       if (hold === undefined) throw new Error('open row lacks the attributes settlement needs');
       if (hold.expiresAt > now) return; // the item, not the index, says whether it may still run
@@ -145,7 +163,8 @@ export async function sweep(deps: SweepDeps, now: number): Promise<SweepResult> 
   // Every shard of the expiry index is read; past the deadline, no further page is read (the
   // time the function has left goes to the settlements already started).
   const pastDeadline = (): boolean => deps.deadline !== undefined && clock() >= deps.deadline;
-  const scan = await scanExpiryIndex(deps.doc, deps.usageTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline);
+  const shards = deps.region === undefined ? undefined : allExpiryShards().map((shard) => `${shard}${deps.region?.tag ?? ''}`);
+  const scan = await scanExpiryIndex(deps.doc, deps.usageTable, now, (page) => eachLimited(page, CONCURRENCY, settleOne), pastDeadline, shards);
 
   const outstanding = scan.live + failed + deferred;
   const conflicts = deps.takeConflicts?.();

@@ -1,0 +1,240 @@
+/**
+ * The transfer protocol on DynamoDB (docs/regions.md, "Moving headroom between regions"): every
+ * write here is one transaction in the writing region, on items only that region writes (through
+ * its {@link RegionLens}); another region's transfer item is only ever read, in this region's
+ * replica, where it is possibly behind and never ahead (its counters only grow).
+ *
+ * - **Asking** (`ask`): `asked[g] += x` on the asker's own item.
+ * - **Giving** (`answer`, by the giver): `answered[r]` advanced to the `asked` it read of `r`'s,
+ *   `sent[r] += x`, and, in the same transaction, the giver's slice 0 loses `x` of credit
+ *   (`available` and `credited`, conditioned on having it), or its key window counts `x` as used
+ *   (conditioned on the window's capacity, read exactly: its `recv` counters are conditions too).
+ * - **Receiving** (`receive`, by the receiver): `recv[g]` moved from the value `v` it read to the
+ *   `sent[r]` it read on `g`'s item, conditioned on still being `v` (two processes racing: one
+ *   wins, nothing is applied twice), and its slice 0 gains the difference (credit; a key window's
+ *   capacity is derived from `recv`, so it gains with it).
+ *
+ * The transfer item: `XFER#<ws><t>` / `CREDIT` or `<key window sk>~L<limit>`, with `region` (the
+ * writer, for the agent's stream filter), `ws`, `keyId` (a key window's), and the counters
+ * (`core/transfers.ts`).
+ */
+import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { DocumentSender } from '../adapters/dynamo-wire';
+import { counterNames, keyCapacity, peerCounters, quantityId, receivable, urgentGive, type PeerCounters, type Quantity } from '../core/transfers';
+import { UpdateBuilder } from './expr';
+import type { Item } from './items';
+import { keyPk, sliceKey } from './keys';
+import { DynamoLedger, type LedgerTables } from './ledger';
+import { RegionLens } from './regions-lens';
+import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
+
+/** Partition key of a workspace's transfer items (today's form; the lens adds the region's tag). */
+export function transferPk(workspaceId: string): string {
+  return `XFER#${workspaceId}`;
+}
+
+/** What a give or a receive did. */
+export interface TransferStep {
+  readonly peer: string;
+  readonly micros: number;
+}
+
+const ATTEMPTS = 8;
+
+/** A short jittered pause before reading again: a cancelled transfer met a busy slice or another process's transfer. */
+function pause(attempt: number): Promise<void> {
+  const ms = Math.min(200, 5 * 2 ** attempt) * (0.5 + Math.random());
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function cancelled(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'TransactionCanceledException' || err.name === 'ConditionalCheckFailedException');
+}
+
+/** `name = seen`, where a counter never written reads 0. */
+function equalsSeen(u: UpdateBuilder, name: string, seen: number): string {
+  const a = u.a(name);
+  return seen === 0 ? `attribute_not_exists(${a}) OR ${a} = ${u.v(0)}` : `${a} = ${u.v(seen)}`;
+}
+
+/** One region's transfers: its own items written through its lens, the others' read in its replica. */
+export class RegionTransfers {
+  /** The region's own items, under today's keys. */
+  readonly own: RegionLens;
+  /** The region's ledger (for gathering credit into slice 0 before a give). */
+  readonly ledger: DynamoLedger;
+
+  constructor(
+    /** This region's database, unlensed: other regions' items are read through it. */
+    private readonly raw: DocumentSender,
+    private readonly tables: LedgerTables,
+    readonly setup: RegionSetup,
+    /** Told of each transaction conflict the region's ledger meets. */
+    onConflict?: () => void,
+  ) {
+    this.own = new RegionLens(raw, { ledger: tables.ledger, usage: tables.usage, region: setup.region, tag: regionTag(setup) });
+    this.ledger = new DynamoLedger(this.own, tables, onConflict);
+  }
+
+  private itemKey(workspaceId: string, q: Quantity): { pk: string; sk: string } {
+    return { pk: transferPk(workspaceId), sk: quantityId(q) };
+  }
+
+  /** This region's own transfer item (strongly consistent: only this region writes it). */
+  async readOwn(workspaceId: string, q: Quantity): Promise<Item | undefined> {
+    const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ConsistentRead: true }));
+    return got.Item;
+  }
+
+  /** Another region's transfer item as replicated here (behind by the replication lag at most; never ahead). */
+  async readPeer(workspaceId: string, q: Quantity, peer: string): Promise<Item | undefined> {
+    const key = { pk: `${transferPk(workspaceId)}${regionTag(this.setup, peer)}`, sk: quantityId(q) };
+    const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
+    return got.Item;
+  }
+
+  /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key), until when. */
+  private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
+    u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
+    if (q.kind === 'key') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
+  }
+
+  /** Asks `peer` urgently for `micros` more; resolves to the cumulative amount asked (what its answer must reach). */
+  async ask(workspaceId: string, q: Quantity, peer: string, micros: number, ttl?: number): Promise<number> {
+    const u = new UpdateBuilder();
+    this.stamp(u, workspaceId, q, ttl);
+    u.add(counterNames(peer).asked, micros);
+    const out = await this.own.send(new UpdateCommand({ TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ...u.build(), ReturnValues: 'ALL_NEW' }));
+    return peerCounters(out.Attributes, peer).asked;
+  }
+
+  /**
+   * Credits what `peer` has sent this region and this region has not credited yet, exactly once
+   * (the module comment); resolves to what this call credited (0: nothing new, or another process
+   * credited it first).
+   */
+  async receive(workspaceId: string, q: Quantity, peer: string): Promise<number> {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+      const [theirs, mine] = await Promise.all([this.readPeer(workspaceId, q, peer), this.readOwn(workspaceId, q)]);
+      const sent = peerCounters(theirs, this.setup.region).sent;
+      const seen = peerCounters(mine, peer).recv;
+      const delta = receivable(sent, seen);
+      if (delta === 0) return 0;
+      const u = new UpdateBuilder();
+      const names = counterNames(peer);
+      this.stamp(u, workspaceId, q, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined);
+      u.when(equalsSeen(u, names.recv, seen));
+      u.set(`${u.a(names.recv)} = ${u.v(sent)}`);
+      const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [{ Update: { TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ...u.build() } }];
+      if (q.kind === 'credit') {
+        // Slice 0 gains it (made here if this region never held the workspace's credit).
+        const s = new UpdateBuilder();
+        s.add('availableMicros', delta).add('creditedMicros', delta);
+        items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      }
+      try {
+        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+        return delta;
+      } catch (err) {
+        if (!cancelled(err)) throw err;
+        // Another process of this region credited it (or part of it) first, or slice 0 was busy: read again.
+        await pause(attempt);
+      }
+    }
+    return 0;
+  }
+
+  /** A key window's capacity here and what its key slice 0 has counted (used, plus all it gave). */
+  private async keyRoom(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>, mine: Item | undefined): Promise<{ capacity: number; used: number }> {
+    const received = peersOf(this.setup).map((p) => peerCounters(mine, p).recv);
+    const capacity = keyCapacity(regionShare(this.setup, q.limitMicros), received);
+    const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk }, ConsistentRead: true }));
+    const used = typeof got.Item?.usedMicros === 'number' ? got.Item.usedMicros : 0;
+    return { capacity, used };
+  }
+
+  /** This region's slice 0 credit, after gathering up to `want` into it from its other slices. */
+  private async creditOnSliceZero(workspaceId: string, want: number): Promise<number> {
+    const read = async (): Promise<number> => {
+      const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ConsistentRead: true }));
+      return typeof got.Item?.availableMicros === 'number' ? got.Item.availableMicros : 0;
+    };
+    const zero = await read();
+    if (zero >= want) return zero;
+    await this.ledger.moveCreditTo(workspaceId, 0, want - zero, Date.now()).catch(() => false);
+    return read();
+  }
+
+  /**
+   * Answers what `peer` has asked of this region and this region has not answered yet: gives up
+   * to all it has (an urgent ask), in one transaction on its own items (the module comment).
+   * Resolves to what it gave (0 also when it answered with nothing).
+   */
+  async answer(workspaceId: string, q: Quantity, peer: string): Promise<number> {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+      const [theirs, mine] = await Promise.all([this.readPeer(workspaceId, q, peer), this.readOwn(workspaceId, q)]);
+      const asked = peerCounters(theirs, this.setup.region).asked;
+      const own = peerCounters(mine, peer);
+      if (asked <= own.answered) return 0;
+      const ttl = typeof theirs?.ttl === 'number' ? theirs.ttl : undefined;
+      const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
+      const u = new UpdateBuilder();
+      let give: number;
+      if (q.kind === 'credit') {
+        give = urgentGive(asked, own.answered, await this.creditOnSliceZero(workspaceId, asked - own.answered));
+        if (give > 0) {
+          const s = new UpdateBuilder();
+          s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
+          items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+        }
+      } else {
+        const room = await this.keyRoom(workspaceId, q, mine);
+        give = urgentGive(asked, own.answered, Math.max(0, room.capacity - room.used));
+        // The capacity was derived from these received amounts: they must still be what was read.
+        for (const p of peersOf(this.setup)) u.when(equalsSeen(u, counterNames(p).recv, peerCounters(mine, p).recv));
+        if (give > 0) {
+          const w = new UpdateBuilder();
+          const used = w.a('usedMicros');
+          w.set(`${w.a('settledMicros')} = if_not_exists(${w.a('settledMicros')}, ${w.v(0)})`);
+          if (ttl !== undefined) w.set(`${w.a('ttl')} = if_not_exists(${w.a('ttl')}, ${w.v(ttl)})`);
+          w.add('usedMicros', give).add('heldMicros', 0);
+          w.when(`attribute_not_exists(${used}) OR ${used} <= ${w.v(room.capacity - give)}`);
+          items.push({ Update: { TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk }, ...w.build() } });
+        }
+      }
+      const names = counterNames(peer);
+      this.stamp(u, workspaceId, q, ttl);
+      u.when(equalsSeen(u, names.answered, own.answered)).when(equalsSeen(u, names.sent, own.sent));
+      u.set(`${u.a(names.answered)} = ${u.v(asked)}, ${u.a(names.sent)} = ${u.v(own.sent + give)}`);
+      items.unshift({ Update: { TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ...u.build() } });
+      try {
+        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+        return give;
+      } catch (err) {
+        if (!cancelled(err)) throw err;
+        await pause(attempt);
+      }
+    }
+    return 0;
+  }
+
+  /** Every step the agent takes for one workspace's quantity: receive what each other region sent, answer what each asked. */
+  async reconcile(workspaceId: string, q: Quantity, peers: readonly string[] = peersOf(this.setup)): Promise<{ received: TransferStep[]; given: TransferStep[] }> {
+    const received: TransferStep[] = [];
+    const given: TransferStep[] = [];
+    for (const peer of peers) {
+      const r = await this.receive(workspaceId, q, peer);
+      if (r > 0) received.push({ peer, micros: r });
+      const g = await this.answer(workspaceId, q, peer);
+      if (g > 0) given.push({ peer, micros: g });
+    }
+    return { received, given };
+  }
+
+  /** This region's counters towards each other region, from its own item. */
+  async counters(workspaceId: string, q: Quantity): Promise<Record<string, PeerCounters>> {
+    const mine = await this.readOwn(workspaceId, q);
+    return Object.fromEntries(peersOf(this.setup).map((p) => [p, peerCounters(mine, p)]));
+  }
+}

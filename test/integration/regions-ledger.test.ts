@@ -1,0 +1,439 @@
+/**
+ * The regional ledger on two DynamoDB Locals of its own ("us-east-1", the home region, and
+ * "us-west-2") joined by the local replicator (global tables' last writer wins, replicated writes
+ * in the other stream), each region with its own ledger process and transfer agent: 200-way races
+ * on a balance and on a key limit split between the regions admit exactly what fits, summed; an
+ * urgent transfer brings a short region what the other has; a transfer is credited exactly once
+ * under replays and racing receivers; every write a region makes is to its own items; after
+ * replication catches up, credited = available + held + spent summed over both regions (plus what
+ * is in transit: nothing); each region's sweeper settles only its own holds; each usage row is
+ * counted once though both streams carry it.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { wireClient } from '../../lambdas/adapters/dynamo-client';
+import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
+import { aggregate } from '../../lambdas/aggregator/aggregate';
+import { USAGE_STREAM_FILTERS } from '../../lambdas/aggregator/mapping';
+import { regionUsageFilters } from '../../lib/aggregator';
+import { readUsage } from '../../lambdas/aggregator/read';
+import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
+import type { HoldRecord } from '../../lambdas/shared/records';
+import { tableName } from '../../lambdas/shared/schema';
+import { ROLLUP_SK, rollupPk } from '../../lambdas/store/rollups';
+import { requestRowKey } from '../../lambdas/store/keys';
+import { requestIdDigits } from '../../lambdas/core/request-id';
+import { creditRegion, readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
+import { RegionalLedger } from '../../lambdas/store/regions-ledger';
+import { RegionTransfers } from '../../lambdas/store/regions-transfers';
+import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
+import { handleTransferRecords } from '../../lambdas/transfer/agent';
+import { sweep } from '../../lambdas/sweeper/sweep';
+import { type DynamoLocal, startDynamoLocal } from '../../local/dynamo-local';
+import { startReplicator, type Replicator } from '../../local/regions/replicator';
+import { startTransferAgent, type LocalTransferAgent } from '../../local/regions/transfer-agent';
+import { startStreamPoller } from '../../local/stream-poller';
+import { ensureTables, makeDynamoClient } from '../../local/tables';
+import { RACE_LIMITS } from '../support/dynamo';
+import { NOW, OPEN, requestsTagged, settlement } from '../support/ledger-fixtures';
+
+jest.setTimeout(600_000);
+
+const HOME = 'us-east-1';
+const WEST = 'us-west-2';
+const SETUP: RegionSetup = { regions: [HOME, WEST], region: HOME, weights: [1, 1], transferWaitMs: 15_000 };
+const COST = 1_000;
+
+/** One write a region's processes sent: the table, the item's key, and (a request row) the region it says it is. */
+interface Written {
+  readonly table: string;
+  readonly pk: string;
+  readonly region?: unknown;
+}
+
+/** Records every item a sender writes (transactions, updates, puts) and passes the call on. */
+function recording(inner: DocumentSender, log: Written[]): DocumentSender {
+  const note = (table: string | undefined, key: Record<string, unknown> | undefined, region?: unknown): void => {
+    if (table !== undefined && key !== undefined) log.push({ table, pk: String(key.pk), ...(region !== undefined ? { region } : {}) });
+  };
+  const send = async (command: Parameters<DocumentSender['send']>[0]): Promise<unknown> => {
+    if (command instanceof TransactWriteCommand) {
+      for (const t of command.input.TransactItems ?? []) {
+        if (t.Put !== undefined) note(t.Put.TableName, t.Put.Item, t.Put.Item?.region ?? 'none');
+        if (t.Update !== undefined) note(t.Update.TableName, t.Update.Key);
+        if (t.Delete !== undefined) note(t.Delete.TableName, t.Delete.Key);
+      }
+    }
+    if (command instanceof UpdateCommand) note(command.input.TableName, command.input.Key);
+    return (inner.send as (c: typeof command) => Promise<unknown>).call(inner, command);
+  };
+  return { send } as DocumentSender;
+}
+
+interface Region {
+  readonly name: string;
+  readonly db: DynamoLocal;
+  readonly client: DynamoDBClient;
+  readonly doc: DynamoDBDocumentClient;
+  readonly wire: DynamoWire;
+  readonly writes: Written[];
+  readonly raw: DocumentSender;
+  ledger: RegionalLedger;
+  agent?: LocalTransferAgent;
+}
+
+let dir: string;
+let prefix: string;
+let east: Region;
+let west: Region;
+let replicator: Replicator;
+const t = (name: Parameters<typeof tableName>[1]): string => tableName(prefix, name);
+const tables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
+
+async function startRegion(name: string): Promise<Region> {
+  const db = await startDynamoLocal({ dataDir: join(dir, name), readyTimeoutMs: 240_000 });
+  const client = makeDynamoClient(db.endpoint);
+  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+  const wire = wireClient({ dynamoEndpoint: db.endpoint }, doc, process.env, RACE_LIMITS);
+  const writes: Written[] = [];
+  const raw = recording(wire, writes);
+  return { name, db, client, doc, wire, writes, raw, ledger: new RegionalLedger(raw, tables(), asRegion(SETUP, name)) };
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sluice-regions-ledger-'));
+  prefix = `r${randomBytes(3).toString('hex')}-`;
+  [east, west] = await Promise.all([startRegion(HOME), startRegion(WEST)]);
+  for (const r of [east, west]) {
+    await ensureTables(r.client, prefix);
+    // Global tables stream every replica (MREC replicates through the streams).
+    for (const table of ['ledger', 'rollups'] as const) {
+      await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
+    }
+  }
+  replicator = await startReplicator({
+    regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
+    tables: [t('ledger'), t('usage'), t('rollups')],
+    lagMs: 200,
+    log: () => undefined,
+  });
+  for (const r of [east, west]) {
+    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => recording(doc, r.writes), log: () => undefined });
+  }
+}, 300_000);
+
+afterAll(async () => {
+  for (const r of [east, west]) await r?.agent?.stop();
+  await replicator?.stop();
+  for (const r of [east, west]) {
+    r?.wire.destroy();
+    r?.client.destroy();
+    await r?.db.stop();
+  }
+  await rm(dir, { recursive: true, force: true });
+});
+
+const request = requestsTagged('g');
+
+/** Every item of a table a replica holds (minute counters aside), by key. */
+async function ledgerItems(r: Region, table: 'ledger' | 'usage' = 'ledger'): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await r.doc.send(new ScanCommand({ TableName: t(table), ConsistentRead: true, ExclusiveStartKey: start }));
+    for (const i of page.Items ?? []) if (!String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
+    start = page.LastEvaluatedKey;
+  } while (start !== undefined);
+  return out;
+}
+
+/** An item as text, attributes in order (replicas may list them in different orders). */
+function canonical(item: unknown): string {
+  return JSON.stringify(Object.entries((item ?? {}) as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/**
+ * Waits for replication to catch up: the replicator has nothing waiting, and both replicas hold
+ * the same ledger items (a DynamoDB Local on a loaded machine can show a write in its stream a
+ * moment after the replicator's pass found the stream empty).
+ */
+async function caughtUp(): Promise<void> {
+  const until = Date.now() + 120_000;
+  for (;;) {
+    await replicator.settle({ timeoutMs: 120_000 });
+    let same = true;
+    for (const table of ['ledger', 'usage'] as const) {
+      const [a, b] = [await ledgerItems(east, table), await ledgerItems(west, table)];
+      same &&= a.size === b.size && [...a].every(([k, v]) => canonical(b.get(k)) === canonical(v));
+    }
+    if (same || Date.now() > until) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** A workspace made in the home region (its home slice 0, as the management API makes it), replicated to the other. */
+async function workspace(): Promise<string> {
+  const ws = `ws_${randomBytes(6).toString('hex')}`;
+  await east.doc.send(new PutCommand({ TableName: t('ledger'), Item: { pk: `WS#${ws}`, sk: 'BALANCE', availableMicros: 0, heldMicros: 0, spentMicros: 0, creditedMicros: 0 } }));
+  await caughtUp();
+  return ws;
+}
+
+async function credit(region: Region, ws: string, micros: number): Promise<void> {
+  await creditRegion(region.raw, tables(), asRegion(SETUP, region.name), { workspaceId: ws, micros });
+}
+
+async function race(requests: { region: Region; request: AdmitRequest }[]): Promise<{ admitted: Map<string, HoldRecord[]>; refused: string[] }> {
+  const outcomes = await Promise.all(requests.map(async (r) => ({ region: r.region.name, out: await r.region.ledger.admit(r.request) })));
+  const admitted = new Map<string, HoldRecord[]>([
+    [HOME, []],
+    [WEST, []],
+  ]);
+  const refused: string[] = [];
+  for (const o of outcomes) {
+    if (o.out.admitted) admitted.get(o.region)?.push(o.out.hold);
+    else refused.push(o.out.refusal.kind);
+  }
+  return { admitted, refused };
+}
+
+async function settleAll(region: Region, holds: readonly HoldRecord[], charge = COST): Promise<void> {
+  for (const h of holds) expect(await region.ledger.settle(h, settlement(charge))).toBe(true);
+}
+
+/** The invariant summed over both regions, read in each region's replica once replication has caught up; both replicas agree. */
+async function expectInvariant(ws: string, creditedMicros: number): Promise<void> {
+  await caughtUp();
+  const seen = [];
+  for (const r of [east, west]) {
+    const b = await readRegionalBalance(r.doc, tables(), SETUP, ws);
+    expect(b.creditedMicros + b.inTransitMicros).toBe(creditedMicros);
+    expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
+    expect(b.heldMicros).toBe(0);
+    seen.push(b);
+  }
+  expect(seen[0]).toEqual(seen[1]);
+}
+
+/** The region whose partition key this is (the home region's keys carry no tag). */
+function ownerOf(pk: string): string {
+  const at = pk.indexOf('@');
+  return at < 0 ? HOME : (pk.slice(at + 1).split('#')[0] as string);
+}
+
+describe('two regions sharing global tables', () => {
+  test('a 200-way race on a balance split between two regions admits exactly what each region holds, summed', async () => {
+    const ws = await workspace();
+    await credit(east, ws, 50 * COST);
+    await credit(west, ws, 50 * COST);
+    const { admitted, refused } = await race([
+      ...Array.from({ length: 100 }, () => ({ region: east, request: request(ws, COST) })),
+      ...Array.from({ length: 100 }, () => ({ region: west, request: request(ws, COST) })),
+    ]);
+    const total = (admitted.get(HOME)?.length ?? 0) + (admitted.get(WEST)?.length ?? 0);
+    expect(total).toBe(100);
+    expect(refused).toEqual(Array.from({ length: 100 }, () => 'insufficient_credit'));
+    await settleAll(east, admitted.get(HOME) ?? []);
+    await settleAll(west, admitted.get(WEST) ?? []);
+    await expectInvariant(ws, 100 * COST);
+    const b = await readRegionalBalance(east.doc, tables(), SETUP, ws);
+    expect(b.spentMicros).toBe(100 * COST);
+    expect(b.availableMicros).toBe(0);
+  });
+
+  test('a region short of credit gets it from the other by an urgent transfer: a 200-way race in the region holding none admits exactly what the other held', async () => {
+    const ws = await workspace();
+    await credit(east, ws, 60 * COST);
+    const { admitted, refused } = await race(Array.from({ length: 200 }, () => ({ region: west, request: request(ws, COST) })));
+    expect(admitted.get(WEST)?.length).toBe(60);
+    expect(refused).toEqual(Array.from({ length: 140 }, () => 'insufficient_credit'));
+    await settleAll(west, admitted.get(WEST) ?? []);
+    await expectInvariant(ws, 60 * COST);
+    const b = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+    const [home, other] = b.regions;
+    expect(home?.sentMicros).toBe(60 * COST);
+    expect(other?.receivedMicros).toBe(60 * COST);
+    expect(b.inTransitMicros).toBe(0);
+    // The balance an operator reads (workspace show, the management API) sums both regions.
+    const summed = await readBalanceEverywhere(west.doc, tables(), SETUP, ws, NOW);
+    expect([summed.creditedMicros, summed.spentMicros, summed.availableMicros, summed.heldMicros]).toEqual([60 * COST, 60 * COST, 0, 0]);
+  });
+
+  test('a 200-way race on a key limit split between two regions admits exactly the limit, summed; the short region borrows headroom', async () => {
+    const ws = await workspace();
+    await credit(east, ws, 1_000 * COST);
+    await credit(west, ws, 1_000 * COST);
+    const limits: AdmissionLimits = { ...OPEN, keyLimitMicros: 100 * COST, keyWindow: 'monthly' };
+    // Even: each region's share (50) is what it admits.
+    const even = await race([
+      ...Array.from({ length: 100 }, () => ({ region: east, request: request(ws, COST, { limits }) })),
+      ...Array.from({ length: 100 }, () => ({ region: west, request: request(ws, COST, { limits }) })),
+    ]);
+    expect((even.admitted.get(HOME)?.length ?? 0) + (even.admitted.get(WEST)?.length ?? 0)).toBe(100);
+    expect(new Set(even.refused)).toEqual(new Set(['key_limit_exceeded']));
+    await settleAll(east, even.admitted.get(HOME) ?? []);
+    await settleAll(west, even.admitted.get(WEST) ?? []);
+
+    // Uneven, on a new key: every request in the west, which borrows the east's share.
+    const key2 = { ...limits };
+    const uneven = await race(Array.from({ length: 200 }, () => ({ region: west, request: request(ws, COST, { limits: key2, keyId: 'key_b' }) })));
+    expect(uneven.admitted.get(WEST)?.length).toBe(100);
+    expect(uneven.refused).toEqual(Array.from({ length: 100 }, () => 'key_limit_exceeded'));
+    await settleAll(west, uneven.admitted.get(WEST) ?? []);
+    await expectInvariant(ws, 2_000 * COST);
+  });
+
+  test('a transfer is credited exactly once under replayed stream records and racing receivers', async () => {
+    const ws = await workspace();
+    await credit(east, ws, 10 * COST);
+    await east.agent?.stop();
+    await west.agent?.stop();
+    try {
+      const eastX = new RegionTransfers(east.raw, tables(), asRegion(SETUP, HOME));
+      const westX = new RegionTransfers(west.raw, tables(), asRegion(SETUP, WEST));
+      await westX.ask(ws, { kind: 'credit' }, HOME, 7 * COST);
+      await caughtUp();
+      expect(await eastX.answer(ws, { kind: 'credit' }, WEST)).toBe(7 * COST);
+      // Answered once: a second answer (a redelivered ask) gives nothing.
+      expect(await eastX.answer(ws, { kind: 'credit' }, WEST)).toBe(0);
+      await caughtUp();
+      // The east's transfer item as the west's stream shows it, replayed three times in one batch and in three batches.
+      const image = (await west.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: `XFER#${ws}`, sk: 'CREDIT' }, ConsistentRead: true }))).Item ?? {};
+      const S = (v: unknown): { S: string } => ({ S: String(v) });
+      const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws) }, SequenceNumber: '1' } };
+      const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
+      const got = await Promise.all([
+        ...Array.from({ length: 10 }, () => westX.receive(ws, { kind: 'credit' }, HOME)),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+      ]);
+      const credited = got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0);
+      expect(credited).toBeLessThanOrEqual(7 * COST);
+      const b = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+      expect(b.regions[1]?.creditedMicros).toBe(7 * COST);
+      expect(b.regions[1]?.receivedMicros).toBe(7 * COST);
+      expect(b.regions[0]?.creditedMicros).toBe(3 * COST);
+      await expectInvariant(ws, 10 * COST);
+    } finally {
+      for (const r of [east, west]) {
+        r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => recording(doc, r.writes), log: () => undefined });
+      }
+    }
+  });
+
+  test("each region's sweeper settles only its own holds", async () => {
+    const ws = await workspace();
+    await credit(east, ws, 10 * COST);
+    await credit(west, ws, 10 * COST);
+    const soon = { now: NOW, expiresAt: NOW + 1 };
+    const e = await east.ledger.admit(request(ws, COST, soon));
+    const w = await west.ledger.admit(request(ws, COST, soon));
+    expect(e.admitted && w.admitted).toBe(true);
+    await caughtUp();
+    // While a region is lost its share is stranded: neither spent nor lost, shown to the operator.
+    const lost = await readRegionalBalance(west.doc, tables(), SETUP, ws, [HOME]);
+    expect(lost.strandedMicros).toBe(10 * COST);
+    expect(lost.regions.map((r) => [r.region, r.down, r.heldMicros])).toEqual([
+      [HOME, true, COST],
+      [WEST, false, COST],
+    ]);
+    const sweepIn = (r: Region): ReturnType<typeof sweep> =>
+      sweep({ doc: r.doc, usageTable: t('usage'), ledger: r.ledger, stage: 'test', writeLine: () => undefined, region: { name: r.name, tag: regionTag(SETUP, r.name) } }, NOW + 10_000);
+    expect((await sweepIn(east)).swept).toBe(1);
+    expect((await sweepIn(west)).swept).toBe(1);
+    // A failed admission's release gives back on its own region's items, and a release of one that
+    // never landed leaves a tombstone row that says whose it is.
+    const id = (): string => `req_${requestIdDigits(NOW, randomBytes(7).toString('hex'))}`;
+    const landed = await west.ledger.admit(request(ws, COST, { holdId: id() }));
+    expect(landed.admitted).toBe(true);
+    if (landed.admitted) await west.ledger.release(ws, landed.hold.holdId, NOW + 1000);
+    const never = id();
+    await west.ledger.release(ws, never, NOW + 1000);
+    const tomb = (await west.doc.send(new GetCommand({ TableName: t('usage'), Key: requestRowKey(ws, never, NOW), ConsistentRead: true }))).Item;
+    expect([tomb?.state, tomb?.region]).toEqual(['released', WEST]);
+    await expectInvariant(ws, 20 * COST);
+  });
+
+  test('every item a region wrote is its own, and every request row it put says so', async () => {
+    expect(east.writes.length).toBeGreaterThan(100);
+    expect(west.writes.length).toBeGreaterThan(100);
+    for (const r of [east, west]) {
+      for (const w of r.writes) {
+        if (w.table === t('ledger')) expect(`${w.pk} ${ownerOf(w.pk)}`).toBe(`${w.pk} ${r.name}`);
+        else if (w.region !== undefined) expect(`${w.pk} ${String(w.region)}`).toBe(`${w.pk} ${r.name}`);
+      }
+    }
+    // And every ledger item both replicas hold, written by one region only, is the same in both.
+    await caughtUp();
+    const [a, b] = [await ledgerItems(east), await ledgerItems(west)];
+    expect([...a.keys()].sort()).toEqual([...b.keys()].sort());
+    for (const [k, v] of a) expect(b.get(k)).toEqual(v);
+  });
+
+  test("each region's aggregator counts only its own rows, though both streams carry every row: each row once", async () => {
+    const ws = await workspace();
+    await credit(east, ws, 10 * COST);
+    await credit(west, ws, 10 * COST);
+    const got = await race([...Array.from({ length: 4 }, () => ({ region: east, request: request(ws, COST) })), ...Array.from({ length: 6 }, () => ({ region: west, request: request(ws, COST) }))]);
+    await settleAll(east, got.admitted.get(HOME) ?? []);
+    await settleAll(west, got.admitted.get(WEST) ?? []);
+    await caughtUp();
+    const counted = new Map<string, number>();
+    for (const r of [east, west]) {
+      // Unfiltered, each region's stream carries all ten rows' settlements: its own and the other's, replicated.
+      let everySettled = 0;
+      const raw = await startStreamPoller({
+        endpoint: r.db.endpoint,
+        tableName: t('usage'),
+        autoStart: false,
+        batchSize: 1000,
+        handler: async (event) => {
+          everySettled += event.Records.filter((x) => x.dynamodb?.NewImage?.workspaceId?.S === ws && x.dynamodb?.NewImage?.state?.S === 'settled').length;
+        },
+      });
+      await raw.drain();
+      await raw.stop();
+      expect(everySettled).toBe(10);
+      let handed = 0;
+      const poller = await startStreamPoller({
+        endpoint: r.db.endpoint,
+        tableName: t('usage'),
+        autoStart: false,
+        batchSize: 1000,
+        filters: regionUsageFilters(USAGE_STREAM_FILTERS, r.name, r.name === HOME),
+        handler: async (event) => {
+          handed += event.Records.filter((x) => x.dynamodb?.NewImage?.workspaceId?.S === ws && x.dynamodb?.NewImage?.state?.S === 'settled').length;
+          // Twice: a redelivered batch counts nothing more.
+          await aggregate({ doc: r.doc, rollupsTable: t('rollups'), region: { name: r.name, tag: regionTag(SETUP, r.name) } }, event);
+          return aggregate({ doc: r.doc, rollupsTable: t('rollups'), region: { name: r.name, tag: regionTag(SETUP, r.name) } }, event);
+        },
+      });
+      await poller.drain();
+      await poller.stop();
+      const day = new Date(NOW).toISOString().slice(0, 10);
+      const item = (await r.doc.send(new GetCommand({ TableName: t('rollups'), Key: { pk: rollupPk(`${ws}${regionTag(SETUP, r.name)}`, 'day', day), sk: ROLLUP_SK.all }, ConsistentRead: true }))).Item;
+      counted.set(r.name, Number(item?.requests ?? 0));
+      expect(handed).toBe(r.name === HOME ? 4 : 6);
+    }
+    expect(counted.get(HOME)).toBe(4);
+    expect(counted.get(WEST)).toBe(6);
+    // Replicated, the report in either region adds both regions' rollups: each row once.
+    await replicator.settle({ timeoutMs: 120_000 });
+    const day = new Date(NOW).toISOString().slice(0, 10);
+    for (const r of [east, west]) {
+      const until = Date.now() + 60_000;
+      let rows = await readUsage(r.doc, prefix, { workspaceId: ws, period: 'day', from: day, to: day, regionTags: ['', regionTag(SETUP, WEST)] });
+      while (rows.find((x) => x.scope === 'all')?.requests !== 10 && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        rows = await readUsage(r.doc, prefix, { workspaceId: ws, period: 'day', from: day, to: day, regionTags: ['', regionTag(SETUP, WEST)] });
+      }
+      expect(rows.find((x) => x.scope === 'all')?.requests).toBe(10);
+    }
+  });
+});

@@ -1,0 +1,162 @@
+/**
+ * The regional ledger's pure parts: the region setting read from the environment, each region's
+ * share of a limit (shares always sum to the limit), whose key an item is under (every family a
+ * region writes, and a refusal for one nobody owns), the transfer decisions, the aggregator's and
+ * the transfer agent's filters.
+ */
+import type { DynamoDBRecord } from 'aws-lambda';
+import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
+import { regionUsageFilters } from '../../lib/aggregator';
+import { keyCapacity, peerCounters, quantityId, quantityOf, receivable, urgentGive } from '../../lambdas/core/transfers';
+import { RegionConfigError, asRegion, regionSetupFromEnv, regionShare, regionTag, type RegionSetup } from '../../lambdas/store/regions';
+import { RegionKeyError, plainPk, regionalPk } from '../../lambdas/store/regions-lens';
+import { noticeOf } from '../../lambdas/transfer/agent';
+import { describeSlices } from '../../cli/commands/slices';
+
+const TWO: RegionSetup = { regions: ['us-east-1', 'us-west-2'], region: 'us-east-1', weights: [1, 1], transferWaitMs: 2000 };
+
+describe('the region setting', () => {
+  test('unset is one region: today', () => {
+    expect(regionSetupFromEnv({})).toBeUndefined();
+    expect(() => regionSetupFromEnv({ SLUICE_REGION: 'us-west-2' })).toThrow(RegionConfigError);
+  });
+
+  test('the home region is the first; the process runs as SLUICE_REGION, else AWS_REGION when listed, else home', () => {
+    const env = { SLUICE_REGIONS: 'us-east-1,us-west-2' };
+    expect(regionSetupFromEnv(env)?.region).toBe('us-east-1');
+    expect(regionSetupFromEnv({ ...env, AWS_REGION: 'us-west-2' })?.region).toBe('us-west-2');
+    expect(regionSetupFromEnv({ ...env, AWS_REGION: 'eu-west-1' })?.region).toBe('us-east-1');
+    expect(regionSetupFromEnv({ ...env, SLUICE_REGION: 'us-west-2', AWS_REGION: 'us-east-1' })?.region).toBe('us-west-2');
+    expect(regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '3,1' })?.weights).toEqual([3, 1]);
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION: 'eu-west-1' })).toThrow(RegionConfigError);
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1' })).toThrow(RegionConfigError);
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_REGION_WEIGHTS: '1,0' })).toThrow(RegionConfigError);
+    expect(() => regionSetupFromEnv({ SLUICE_REGIONS: 'us-east-1,us-east-1' })).toThrow(RegionConfigError);
+    // The CDK's home region must be the first listed (its items keep today's keys).
+    expect(regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-east-1' })?.regions[0]).toBe('us-east-1');
+    expect(() => regionSetupFromEnv({ ...env, SLUICE_HOME_REGION: 'us-west-2' })).toThrow(RegionConfigError);
+  });
+
+  test("the home region's items carry no tag; the others' carry @<region>", () => {
+    expect(regionTag(TWO)).toBe('');
+    expect(regionTag(asRegion(TWO, 'us-west-2'))).toBe('@us-west-2');
+  });
+});
+
+describe('shares of a limit', () => {
+  test.each([
+    [0, [1, 1]],
+    [1, [1, 1]],
+    [7, [1, 1]],
+    [100, [1, 1]],
+    [101, [3, 1]],
+    [999_999, [2, 3, 5]],
+  ])('%d over weights %j sums to the limit exactly, each within one unit of its weighted part', (total, weights) => {
+    const setup: RegionSetup = { ...TWO, regions: weights.map((_, i) => `r-${i}`), region: 'r-0', weights };
+    const shares = setup.regions.map((r) => regionShare(setup, total, r));
+    expect(shares.reduce((a, b) => a + b, 0)).toBe(total);
+    const sum = weights.reduce((a, b) => a + b, 0);
+    shares.forEach((s, i) => expect(Math.abs(s - (total * (weights[i] as number)) / sum)).toBeLessThan(1));
+  });
+
+  test('an unbounded figure is not split', () => {
+    expect(regionShare(TWO, Number.MAX_SAFE_INTEGER)).toBe(Number.MAX_SAFE_INTEGER);
+  });
+});
+
+describe("a region's keys", () => {
+  test.each([
+    ['WS#ws_1', 'BALANCE', 'WS#ws_1@us-west-2'],
+    ['WS#ws_1#S3', 'BALANCE', 'WS#ws_1@us-west-2#S3'],
+    ['WS#ws_1', 'SLICESTATS', 'WS#ws_1@us-west-2'],
+    ['WS#ws_1', 'CREDIT#ref', 'WS#ws_1'],
+    ['KEY#ws_1#key_a', 'RATE#key_a#1', 'KEY#ws_1#key_a@us-west-2'],
+    ['KEY#ws_1#key_a#S5', 'KEYWIN#key_a#2026-11', 'KEY#ws_1#key_a@us-west-2#S5'],
+    ['MEMBER#ws_1#mem_b', 'MEMBERMONTH#mem_b#2026-11', 'MEMBER#ws_1#mem_b@us-west-2'],
+    ['XFER#ws_1', 'CREDIT', 'XFER#ws_1@us-west-2'],
+  ])('%s / %s is %s, and back', (pk, sk, want) => {
+    expect(regionalPk(pk, sk, '@us-west-2')).toBe(want);
+    expect(plainPk(want, '@us-west-2')).toBe(pk);
+    expect(regionalPk(pk, sk, '')).toBe(pk);
+  });
+
+  test('a family no region owns is refused, not written untagged', () => {
+    expect(() => regionalPk('WS#ws_1#DAY#2026-11-01', 'ALL', '@us-west-2')).toThrow(RegionKeyError);
+    expect(() => regionalPk('SOMETHING#x', 'y', '@us-west-2')).toThrow(RegionKeyError);
+  });
+});
+
+describe('transfers', () => {
+  test("a key window's quantity carries its limit, and reads back", () => {
+    const q = { kind: 'key', keyId: 'key_a', windowSk: 'KEYWIN#key_a#2026-11~1700', limitMicros: 5_000 } as const;
+    expect(quantityId(q)).toBe('KEYWIN#key_a#2026-11~1700~L5000');
+    expect(quantityOf(quantityId(q), 'key_a')).toEqual(q);
+    expect(quantityOf('CREDIT', undefined)).toEqual({ kind: 'credit' });
+    expect(quantityOf('KEYWIN#key_a#2026-11', 'key_a')).toBeUndefined();
+  });
+
+  test('receiving takes only what is new; giving answers at most what was asked, at most what is spare', () => {
+    expect(receivable(70, 50)).toBe(20);
+    expect(receivable(50, 50)).toBe(0);
+    expect(receivable(40, 50)).toBe(0); // a stale read is never behind what was credited in effect
+    expect(urgentGive(100, 60, 1_000)).toBe(40);
+    expect(urgentGive(100, 60, 10)).toBe(10);
+    expect(urgentGive(60, 60, 10)).toBe(0);
+    expect(keyCapacity(50, [10, 5])).toBe(65);
+    expect(peerCounters({ 'sent_us-west-2': 5, 'recv_us-west-2': 'x' }, 'us-west-2')).toEqual({ sent: 5, recv: 0, asked: 0, answered: 0 });
+  });
+});
+
+describe('stream filters', () => {
+  const settled = (region?: string): DynamoDBRecord =>
+    ({ eventName: 'MODIFY', dynamodb: { NewImage: { state: { S: 'settled' }, ...(region === undefined ? {} : { region: { S: region } }) } } }) as DynamoDBRecord;
+
+  test("a region's aggregator is handed its own rows' settlements only; the home region's also rows without a region", () => {
+    const home = regionUsageFilters(USAGE_STREAM_FILTERS, 'us-east-1', true);
+    const west = regionUsageFilters(USAGE_STREAM_FILTERS, 'us-west-2', false);
+    expect(matchesFilters(settled('us-east-1'), home)).toBe(true);
+    expect(matchesFilters(settled(), home)).toBe(true);
+    expect(matchesFilters(settled('us-west-2'), home)).toBe(false);
+    expect(matchesFilters(settled('us-west-2'), west)).toBe(true);
+    expect(matchesFilters(settled('us-east-1'), west)).toBe(false);
+    expect(matchesFilters(settled(), west)).toBe(false);
+    const open = { eventName: 'INSERT', dynamodb: { NewImage: { state: { S: 'open' }, region: { S: 'us-west-2' } } } };
+    expect(matchesFilters(open, west)).toBe(false);
+  });
+
+  test("the transfer agent takes other regions' transfer items only", () => {
+    const record = (pk: string, region: string): DynamoDBRecord =>
+      ({ eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: pk }, sk: { S: 'CREDIT' }, region: { S: region }, ws: { S: 'ws_1' } } } }) as DynamoDBRecord;
+    expect(noticeOf(record('XFER#ws_1@us-west-2', 'us-west-2'), 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'credit' }, peer: 'us-west-2' });
+    expect(noticeOf(record('XFER#ws_1', 'us-east-1'), 'us-east-1')).toBeUndefined();
+    expect(noticeOf(record('WS#ws_1', 'us-west-2'), 'us-east-1')).toBeUndefined();
+  });
+});
+
+describe('sluice workspace slices with several regions', () => {
+  test('shows each region, what is in transit and what is stranded in a region named down', () => {
+    const money = (region: string, down: boolean, available: number) => ({ region, availableMicros: available, heldMicros: 1_000_000, spentMicros: 0, creditedMicros: available + 1_000_000, sentMicros: 0, receivedMicros: 0, down });
+    const lines = describeSlices({
+      workspaceId: 'ws_1',
+      slices: 1,
+      floor: 1,
+      high: 1,
+      maxSlices: 48,
+      changedAt: null,
+      recent: { minutes: 0, admissions: 0, conflicts: 0, conflictRate: null, admissionsPerSecond: 0 },
+      automatic: { growsAboveConflictRate: 0.05, wouldShrinkTo: null },
+      regions: {
+        regions: [money('us-east-1', true, 4_000_000), money('us-west-2', false, 2_000_000)],
+        availableMicros: 6_000_000,
+        heldMicros: 2_000_000,
+        spentMicros: 0,
+        creditedMicros: 8_000_000,
+        inTransitMicros: 0,
+        strandedMicros: 5_000_000,
+      },
+    });
+    expect(lines.some((l) => l.startsWith('region us-east-1 (down: stranded)'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('region us-west-2:'))).toBe(true);
+    expect(lines[lines.length - 1]).toMatch(/stranded in regions down: .*5/);
+  });
+});
