@@ -111,3 +111,52 @@ export const windowKeys = {
 export function secondsToNextMinute(epochMs: number): number {
   return Math.max(1, Math.ceil((60_000 - (epochMs % 60_000)) / 1000));
 }
+
+/**
+ * The credit-limit fields of a key record that decide where its requests of a minute are counted
+ * (`KeyRecord`): the limit and its window, and the window a removed or re-armed limit was
+ * counting on, until the gateways' caches have all let go of it.
+ */
+export interface KeyRateRecord {
+  readonly creditLimitMicros?: number;
+  readonly creditWindow?: WindowCadence;
+  readonly creditTrackFrom?: number;
+  /** The cadence of the window a removed or re-armed limit counted on; with `creditCountUntil`. */
+  readonly creditCountWindow?: WindowCadence;
+  /** That window's generation (its limit's `creditTrackFrom`), when it had one. */
+  readonly creditCountGeneration?: number;
+  /** A minute's start: the minutes before it still count on that window. */
+  readonly creditCountUntil?: number;
+}
+
+/**
+ * The key window whose item counts the key's requests of the minute containing `epochMs`
+ * (undefined: the minute's own request counter, `RATE#…`). Every writer of a minute (an
+ * admission, BYOK or not, and the door's count of a request refused before admission) must
+ * count on the same item, or the rate would be enforced twice over, so the rule depends only on
+ * the minute and on what every gateway's record says by then:
+ *
+ * - a limit tracked for the whole minute (tracked all along, or its minute starts at or after
+ *   `trackFrom`, by which every gateway has the record) counts on its window;
+ * - else a window a removed or re-armed limit counted on, for the minutes before
+ *   `creditCountUntil` (the change plus the gateways' cache lifetime, rounded up to a minute: no
+ *   gateway still holds the old record after it, and every one that does counts there too);
+ * - else the minute's counter.
+ */
+export function keyRateWindow(keyId: string, record: KeyRateRecord, epochMs: number): string | undefined {
+  const minuteStart = Math.floor(epochMs / 60_000) * 60_000;
+  if (record.creditLimitMicros !== undefined && (record.creditTrackFrom === undefined || minuteStart >= record.creditTrackFrom)) {
+    return windowKeys.key(keyId, record.creditWindow ?? 'monthly', minuteStart, record.creditTrackFrom);
+  }
+  const until = record.creditCountUntil;
+  const gen = record.creditCountGeneration;
+  if (record.creditCountWindow !== undefined && until !== undefined && minuteStart < until && (gen === undefined || minuteStart >= gen)) {
+    return windowKeys.key(keyId, record.creditCountWindow, minuteStart, gen);
+  }
+  return undefined;
+}
+
+/** The first minute's start at or after `epochMs`: where a changed record's old counting place ends. */
+export function minuteCeil(epochMs: number): number {
+  return Math.ceil(epochMs / 60_000) * 60_000;
+}

@@ -15,7 +15,8 @@ import { windowPlan } from '../core/limit-arming';
 import { requestIdTime } from '../core/request-id';
 import { parseModelField } from '../core/model-id';
 import { MICROS_PER_MINOR, type HoldSize } from '../core/pricing';
-import type { HoldRecord } from '../shared/records';
+import type { HoldRecord, KeyRecord } from '../shared/records';
+import { keyRateWindow } from '../core/windows';
 import { counted, type Caller } from './authenticate';
 import { guarded, logFault } from './faults';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, GatewayRequest, RequestContext } from './ports';
@@ -267,5 +268,12 @@ async function limitsFor(ctx: RequestContext, caller: Caller, now: number): Prom
     workspaceLimitMicros: workspace.monthlyLimitMicros,
     spendRateCapMicros: (workspace.spendRateCapMinor ?? DEFAULT_SPEND_RATE_CAP_MINOR) * MICROS_PER_MINOR,
     keyRatePerMinute: ctx.deps.config.keyRatePerMinute,
+    ...rateWindowOf(key, start),
   };
+}
+
+/** Where the key's requests of the minute of `start` are counted, when on a key window. */
+function rateWindowOf(key: KeyRecord, start: number): { keyRateWindow?: string } {
+  const sk = keyRateWindow(key.keyId, key, start);
+  return sk === undefined ? {} : { keyRateWindow: sk };
 }

@@ -4,6 +4,7 @@
  */
 import { hashKey, isKeyShaped } from '../core/api-key';
 import { SluiceError } from '../core/errors';
+import { keyRateWindow } from '../core/windows';
 import type { KeyRecord, WorkspaceRecord } from '../shared/records';
 import { guarded } from './faults';
 import type { RequestContext } from './ports';
@@ -63,7 +64,11 @@ export async function countRequest(ctx: RequestContext, caller: Caller): Promise
   const result = await guarded(
     ctx.requestId,
     'rate',
-    () => ledger.countRequest(caller.workspace.workspaceId, caller.key.keyId, config.keyRatePerMinute, clock()),
+    () => {
+      const now = clock();
+      // Counted where every admission of this minute counts it (the key window, while a limit is tracked).
+      return ledger.countRequest(caller.workspace.workspaceId, caller.key.keyId, config.keyRatePerMinute, now, keyRateWindow(caller.key.keyId, caller.key, now));
+    },
     () => new SluiceError('balance_unavailable', 'The ledger cannot be reached right now; try again shortly.'),
   );
   if (result.retryAfterSeconds !== undefined) throw rateLimited(config.keyRatePerMinute, result.retryAfterSeconds);

@@ -66,6 +66,11 @@ export interface AdmissionLimits {
   readonly workspaceLimitMicros?: number;
   readonly spendRateCapMicros: number;
   readonly keyRatePerMinute: number;
+  /**
+   * The key window whose item counts the key's requests of the request's minute (by its start),
+   * when one does (`keyRateWindow` in `core/windows.ts`); absent: the minute's request counter.
+   */
+  readonly keyRateWindow?: string;
 }
 
 /** One admission: the hold to place and the limits it must fit under. */
@@ -134,8 +139,11 @@ export interface Ledger {
   release(workspaceId: string, requestId: string, now: number): Promise<void>;
   /** Grows an open hold by `extraMicros` if balance and limits allow; false otherwise. */
   extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean>;
-  /** Counts one request against the key's per-minute rate outside an admission. */
-  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }>;
+  /**
+   * Counts one request against the key's per-minute rate outside an admission: on the key window
+   * `rateWindow` when the minute of `now` counts there (`keyRateWindow`), else on its counter.
+   */
+  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }>;
 }
 
 /** One HTTP call to a provider. */

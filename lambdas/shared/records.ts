@@ -41,6 +41,14 @@ export interface KeyRecord {
   readonly creditTrackFrom?: number;
   /** Equals `creditTrackFrom` once the arming wrote what the window held before it: the limit is enforced. */
   readonly creditArmedFrom?: number;
+  /**
+   * Left by removing or re-arming a tracked limit: the window it counted the key's requests on
+   * (its cadence and generation), where the minutes before `creditCountUntil` are still counted
+   * (`keyRateWindow` in `lambdas/core/windows.ts`).
+   */
+  readonly creditCountWindow?: WindowCadence;
+  readonly creditCountGeneration?: number;
+  readonly creditCountUntil?: number;
 }
 
 /** workspaces table, sk `META`. */

@@ -295,17 +295,17 @@ export function keyShareDebit(args: { micros: number; limitMicros: number | unde
 }
 
 /**
- * The per-key request rate carried on key slice 0's window item (work in progress, not yet used
- * by the ledger: docs/store.md, "Closing the every-limit goal"). The minute's count lives in one
- * of {@link COUNT_SLOTS} attributes, `q<minute mod COUNT_SLOTS>`, as one number `minute × 10⁷ +
- * requests`, so a condition can tell which minute the figure belongs to (the spend-rate slots'
- * pattern, with the whole minute as the tag: below 2⁵³ until about the year 3680). A new minute is a
- * slot of its own, so nothing resets; a write also removes the slots of the minutes two and three
- * before its own (keeping the minute before and after, for clocks a moment apart at a minute's
- * turn), so the item keeps at most five of them. A slot can still hold a minute five or more
- * before (a key left quiet for two minutes or more): the write for the current minute is refused
- * on it, the refusal's ALL_OLD names the value, and the write is sent again overwriting exactly
- * that value ({@link MinuteCount.stale}).
+ * The per-key request rate on key slice 0's window item, for the minutes a key window counts
+ * (`keyRateWindow` in `core/windows.ts`): the minute's requests live in one of {@link COUNT_SLOTS}
+ * attributes, `q<minute mod COUNT_SLOTS>`, as one number `minute × 10⁷ + requests`, so a condition
+ * can tell which minute the figure belongs to (the spend-rate slots' pattern, the whole epoch
+ * minute as the tag: below 2⁵³ until about the year 3680); what slice 0 lent the key's other
+ * slices that minute (the counter's `given`) likewise in `g<…>`. A new minute is a slot of its
+ * own, so nothing resets; a write also removes the slots of the minutes two and three before its
+ * own (keeping the minute before and after, for clocks a moment apart at a minute's turn), so the
+ * item keeps a few of them. A slot can still hold a minute five or more before (a key left quiet
+ * a few minutes): the write is refused on it, ALL_OLD shows it, and the write is sent again in
+ * its `reset` form, which overwrites any earlier minute's value ({@link MinuteCount.reset}).
  */
 export const COUNT_SLOTS = 5;
 /** A count slot's value is `minute × COUNT_SPAN + requests`. */
@@ -316,19 +316,35 @@ export function countSlotName(minute: number): string {
   return `q${minute % COUNT_SLOTS}`;
 }
 
+/** The attribute of the lent-out slot of epoch minute `minute` (key slice 0's `given`). */
+export function givenSlotName(minute: number): string {
+  return `g${minute % COUNT_SLOTS}`;
+}
+
 /** What an admission counts on the window item: one request of `minute` under `rate`. */
 export interface MinuteCount {
   readonly minute: number;
   readonly rate: number;
-  /** The slot's value as a refused write returned it, when it belongs to an earlier minute: overwritten, conditioned on exactly it. */
-  readonly stale?: number;
+  /** The slot holds an earlier minute's value (a refusal's ALL_OLD said so): overwritten, whatever that value. */
+  readonly reset?: boolean;
+  /** Arming marks (`CLOSED_FOR`) the count must not meet for its minute: those of the windows the request does not count. */
+  readonly closed?: ClosedFor;
+}
+
+function minuteValue(item: Item | undefined, name: string, minute: number): number {
+  const value = item?.[name];
+  if (typeof value !== 'number') return 0;
+  return Math.floor(value / COUNT_SPAN) === minute ? value % COUNT_SPAN : 0;
 }
 
 /** The requests of `minute` on a window item (0 when its slot holds another minute's, or nothing). */
 export function minuteRequests(item: Item | undefined, minute: number): number {
-  const value = item?.[countSlotName(minute)];
-  if (typeof value !== 'number') return 0;
-  return Math.floor(value / COUNT_SPAN) === minute ? value % COUNT_SPAN : 0;
+  return minuteValue(item, countSlotName(minute), minute);
+}
+
+/** What key slice 0 lent the other key slices in `minute`, on its window item. */
+export function minuteGiven(item: Item | undefined, minute: number): number {
+  return minuteValue(item, givenSlotName(minute), minute);
 }
 
 /** An earlier minute's value in the slot of `minute` on a refused write's item, if that is why it was refused. */
@@ -337,20 +353,93 @@ export function staleCount(item: Item | undefined, minute: number): number | und
   return typeof value === 'number' && value < minute * COUNT_SPAN ? value : undefined;
 }
 
+/**
+ * Whether an arming's mark on a window item closes `minute`: the mark holds the last minute it
+ * closes (a window item outlives the minutes an arming marks; a counter is one minute).
+ */
+export function closesMinute(item: Item | undefined, mark: ClosedFor[number], minute: number): boolean {
+  const value = item?.[mark];
+  return typeof value === 'number' && value >= minute;
+}
+
 /** Adds one request of the minute to the window item's count slot: `requests < rate` in that minute. */
 export function addMinuteCount(u: UpdateBuilder, count: MinuteCount): void {
   const floor = count.minute * COUNT_SPAN;
   const slot = u.a(countSlotName(count.minute));
-  if (count.stale !== undefined) {
-    u.when(`${slot} = ${u.v(count.stale)}`);
+  if (count.reset === true) {
+    // An earlier minute's figure is no count of this one: start over at one.
+    u.when(`attribute_not_exists(${slot}) OR ${slot} < ${u.v(floor)}`);
     u.set(`${slot} = ${u.v(floor + 1)}`);
   } else {
     // Free, or already this minute's with room under the rate: one condition, as a spend-rate slot's.
     u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + count.rate - 1)}`);
     u.set(`${slot} = if_not_exists(${slot}, ${u.v(floor)}) + ${u.v(1)}`);
   }
+  for (const mark of count.closed ?? []) u.when(`attribute_not_exists(${u.a(mark)}) OR ${u.a(mark)} < ${u.v(count.minute)}`);
   // The minutes two and three before (the same slots as three and two after): no clock is that far apart.
-  u.remove(countSlotName(count.minute + 2)).remove(countSlotName(count.minute + 3));
+  for (const m of [count.minute + 2, count.minute + 3]) u.remove(countSlotName(m)).remove(givenSlotName(m));
+}
+
+/** A request counted on a key window without money (a BYOK admission, the door's count, a limit's old window): the count and the item's ttl. */
+export function windowCount(count: MinuteCount, ttl: number | undefined): BuiltUpdate {
+  const u = new UpdateBuilder();
+  addMinuteCount(u, count);
+  if (ttl !== undefined) {
+    const t = u.a('ttl');
+    u.set(`${t} = if_not_exists(${t}, ${u.v(ttl)})`);
+  }
+  return u.build();
+}
+
+/** Key slice 0's request share of `minute` on its window item, as a view (the counter's `requests` and `given`). */
+export function minuteShareView(item: Item | undefined, minute: number): KeyShareView {
+  const used = minuteRequests(item, minute);
+  const given = minuteGiven(item, minute);
+  return { slice: 0, exists: item !== undefined, used, settled: 0, held: 0, given, room: 0, tag: -1 };
+}
+
+/**
+ * Key slice 0's part of a key rebalance of requests, on its window item's slots for `minute`:
+ * `used` and `given` move together (lent, positive; returned, negative), lending only within the
+ * rate; a slot holding an earlier minute's value (as `item` shows it) is overwritten on exactly
+ * that value. A retag sets both, conditioned on exactly what was read.
+ */
+export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined, minute: number, rate: number): BuiltUpdate | undefined {
+  const u = new UpdateBuilder();
+  const floor = minute * COUNT_SPAN;
+  const q = countSlotName(minute);
+  const g = givenSlotName(minute);
+  const raw = (name: string): unknown => item?.[name];
+  const exactly = (name: string): string => {
+    const v = raw(name);
+    return typeof v === 'number' ? `${u.a(name)} = ${u.v(v)}` : `attribute_not_exists(${u.a(name)})`;
+  };
+  const current = (name: string): boolean => {
+    const v = raw(name);
+    return typeof v === 'number' && Math.floor(v / COUNT_SPAN) === minute;
+  };
+  const used = minuteRequests(item, minute);
+  const given = minuteGiven(item, minute);
+  if (edit.givenSet !== undefined) {
+    u.when(exactly(q)).when(exactly(g));
+    u.set(`${u.a(q)} = ${u.v(floor + used - given + edit.givenSet)}, ${u.a(g)} = ${u.v(floor + edit.givenSet)}`);
+    return u.build();
+  }
+  if (edit.delta === 0) return undefined;
+  for (const name of [q, g]) {
+    if (current(name)) {
+      u.add(name, edit.delta);
+      if (name === g && edit.delta < 0) u.when(`${u.a(g)} >= ${u.v(floor - edit.delta)}`);
+      if (name === q && edit.delta > 0) u.when(`${u.a(q)} <= ${u.v(floor + rate - edit.delta)}`);
+      else u.when(`${u.a(name)} >= ${u.v(floor)}`);
+    } else {
+      // Nothing of this minute yet: it starts at the move (a return needs something lent, so only a loan gets here).
+      if (edit.delta < 0 || edit.delta > rate) return undefined;
+      u.when(exactly(name));
+      u.set(`${u.a(name)} = ${u.v(floor + edit.delta)}`);
+    }
+  }
+  return u.build();
 }
 
 /**

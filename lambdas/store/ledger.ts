@@ -36,6 +36,7 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
+import { closesMinute, minuteGiven, minuteRequests, minuteShareRebalance, minuteShareView, staleCount, windowCount, type MinuteCount } from './items';
 import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
@@ -136,10 +137,36 @@ interface WindowSpec {
 const armedId = (workspaceId: string, sk: string): string => `${workspaceId}\u0000${sk}`;
 
 /** The window item's part of an admission or extension of `micros`, on key slice `k` (a member month is one item). */
-function windowWrite(w: WindowSpec, k: number, micros: number): BuiltUpdate {
+function windowWrite(w: WindowSpec, k: number, micros: number, count?: MinuteCount): BuiltUpdate {
   const check = !w.unarmed && w.limitMicros !== undefined;
   if (w.kind === 'key' && k !== 0) return keyShareDebit({ micros, limitMicros: w.unarmed ? undefined : w.limitMicros, ttl: w.ttl, check, unarmed: w.unarmed });
-  return windowDebit({ micros, limitMicros: w.limitMicros, ttl: w.ttl, check, unarmed: w.unarmed });
+  return windowDebit({ micros, limitMicros: w.limitMicros, ttl: w.ttl, check, unarmed: w.unarmed, ...(count === undefined ? {} : { count }) });
+}
+
+/** The epoch minute a request's rate counts in: its start's, the instant its limits (and so where it counts) were decided at. */
+const minuteOf = (epochMs: number): number => Math.floor(epochMs / 60_000);
+
+/**
+ * The ttl of a key window item made by a write that does not know the window's end (the door's
+ * count): the longest window's end past `now`, kept as long as the ledger keeps windows; none for
+ * a window that never ends (its id is `ALL`).
+ */
+function rateWindowTtl(sk: string, now: number): number | undefined {
+  if (/#ALL(~|$)/.test(sk)) return undefined;
+  return Math.floor(now / 1000) + 32 * DAY_S + WINDOW_RETENTION_S;
+}
+
+/**
+ * Where an admission's transaction put each of its parts: the request counter (absent when the
+ * minute counts on a key window item of key slice 0), the row, the slice, the first window, and
+ * the item carrying the minute's count when it is a key window's.
+ */
+interface AdmitLayout {
+  readonly counter?: number;
+  readonly row: number;
+  readonly slice: number;
+  readonly windowsFrom: number;
+  readonly count?: number;
 }
 
 /** The arming marks an admission's counter write must not meet: those of the windows it does not count (BYOK counts none and is never refused by them). */
@@ -194,6 +221,11 @@ export class DynamoLedger implements Ledger {
   private readonly memo = new Map<string, SliceMemo>();
   /** Windows being armed whose base this process has seen written (their limit is enforced from then on). */
   private readonly armed = new Set<string>();
+  /**
+   * Key slice 0's item of the minute's count as a request's last snapshot read it, when it is a
+   * key window's (its slots' stored values condition a key rebalance), by snapshot.
+   */
+  private readonly homeItems = new WeakMap<AdmissionSnapshot, Item | undefined>();
   /** The client (the benchmark counts its round trips by wrapping it: `bench/round-trips.ts`). */
   private get db(): DocumentSender {
     return this.doc;
@@ -292,23 +324,38 @@ export class DynamoLedger implements Ledger {
     };
   }
 
-  /** The admission's transaction on slice `slice`, items in a fixed order: counter, hold, slice (with its month share), then the key's and member's windows that are tracked. */
-  private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo, countMonth: number): TransactItems {
+  /**
+   * The admission's transaction on slice `slice`, items in a fixed order: the request counter
+   * (unless the minute counts on key slice 0's window item), the row, the slice (with its month
+   * share), the key's and member's windows that are tracked, and the key window the minute counts
+   * on when it is not one of those (a removed or re-armed limit's, `keyRateWindow`).
+   */
+  private admitItems(request: AdmitRequest, hold: HoldRecord, slice: number, memo: SliceMemo, countMonth: number, reset = false): { items: TransactItems; layout: AdmitLayout } {
     const { limits, now } = request;
     const need = request.amountMicros;
     const k = this.keySliceFor(request, slice);
+    const start = rowStart(request.holdId, now);
     const counterTtl = Math.floor(now / 1000) + 180;
-    const items: TransactItems = [
+    const home = limits.keyRateWindow;
+    const onWindow = home !== undefined && k === 0;
+    const count: MinuteCount = { minute: minuteOf(start), rate: limits.keyRatePerMinute, ...(reset ? { reset } : {}), closed: closedFor(request) };
+    const items: TransactItems = [];
+    if (!onWindow) {
       // Key slice 0's counter is today's item; a key slice j > 0 spends the requests lent to it.
-      update(
-        this.tables.ledger,
-        { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, now) },
-        k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl, closedFor(request)) : keyCounterDebit(limits.keyRatePerMinute, counterTtl, closedFor(request)),
-      ),
-      // The request's row, open: its hold (`request-rows.ts`).
-      openRowPut(this.tables.usage, hold),
-    ];
-    if (request.byok) return items;
+      items.push(
+        update(
+          this.tables.ledger,
+          { pk: keySlicePk(request.workspaceId, request.keyId, k), sk: windowKeys.rate(request.keyId, start) },
+          k === 0 ? requestCount(limits.keyRatePerMinute, counterTtl, closedFor(request)) : keyCounterDebit(limits.keyRatePerMinute, counterTtl, closedFor(request)),
+        ),
+      );
+    }
+    const o = items.length;
+    // The request's row, open: its hold (`request-rows.ts`).
+    items.push(openRowPut(this.tables.usage, hold));
+    const layout = (countAt: number | undefined): AdmitLayout => ({ ...(onWindow ? {} : { counter: 0 }), row: o, slice: o + 1, windowsFrom: o + 2, ...(countAt === undefined ? {} : { count: countAt }) });
+    const countOnly = (): number => items.push(update(this.tables.ledger, { pk: keySlicePk(request.workspaceId, request.keyId, 0), sk: home ?? '' }, windowCount(count, rateWindowTtl(home ?? '', now)))) - 1;
+    if (request.byok) return { items, layout: layout(onWindow ? countOnly() : undefined) };
     const known = memo.seen.get(slice);
     const month: MonthDebit = { month: countMonth, limitMicros: limits.workspaceLimitMicros, check: true, ...(known !== undefined ? { known: known.month } : {}) };
     items.push(
@@ -318,8 +365,15 @@ export class DynamoLedger implements Ledger {
         sliceDebit({ slice, known, micros: need, second: bucketOf(now), capMicros: limits.spendRateCapMicros, roomCheck: true, believedCount: memo.active, month }),
       ),
     );
-    for (const w of this.windowSpecs(request)) items.push(update(this.tables.ledger, windowKey(request.workspaceId, slice, w.sk), windowWrite(w, k, need)));
-    return items;
+    let countAt: number | undefined;
+    for (const w of this.windowSpecs(request)) {
+      // The minute's request, on the key window item it already writes.
+      const carries = onWindow && w.kind === 'key' && w.sk === home;
+      if (carries) countAt = items.length;
+      items.push(update(this.tables.ledger, windowKey(request.workspaceId, slice, w.sk), windowWrite(w, k, need, carries ? count : undefined)));
+    }
+    if (onWindow && countAt === undefined) countAt = countOnly();
+    return { items, layout: layout(countAt) };
   }
 
   /** The key slice a request's key items go on: its workspace slice's; a BYOK request's, by its id among the key's slices. */
@@ -354,6 +408,9 @@ export class DynamoLedger implements Ledger {
     const askNow = (): AdmissionAsk => ({ needMicros: need, limits: this.enforced(request), byok: request.byok, hasMember: request.memberId !== undefined, now });
     let conflicted = false;
     let guardResets = 0;
+    // The minute's count slot on the key window held an earlier minute's figure: the next write starts it over.
+    let resetCount = false;
+    const countMinute = minuteOf(rowStart(request.holdId, now));
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
       // A need above a limit can never fit: go straight to the snapshot, which names the refusal.
       const enforced = this.enforced(request);
@@ -365,8 +422,9 @@ export class DynamoLedger implements Ledger {
           (enforced.workspaceLimitMicros !== undefined && need > enforced.workspaceLimitMicros));
       if (!impossible) {
         const placed = { ...hold, ...(slice !== 0 ? { slice } : {}) };
+        const { items, layout } = this.admitItems(request, placed, slice, memo, month, resetCount);
         try {
-          await this.db.send(new TransactWriteCommand({ TransactItems: this.admitItems(request, placed, slice, memo, month) }));
+          await this.db.send(new TransactWriteCommand({ TransactItems: items }));
           if (!request.byok) this.noteSlots(memo, slice, { second: bucketOf(now), micros: need, month });
           this.countAdmission(request.workspaceId, memo, conflicted);
           this.sliceStats.note(request.workspaceId, conflicted, memo.active);
@@ -381,24 +439,35 @@ export class DynamoLedger implements Ledger {
             await pause(attempt);
             continue;
           }
-          // The key's request counter is one item: at its limit, that is the answer (SPEC's first).
-          const counter = reasonItem(err, 0);
+          // The key's request count is one item's figure: at its limit, that is the answer (SPEC's first).
           // (On key slice 0 only when it has lent nothing: what it lent may still be unspent elsewhere.)
-          if (failed(err, 0) && counter !== undefined && num(counter.requests) >= limits.keyRatePerMinute && num(counter.given) === 0) {
-            return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: num(counter.requests) }, askNow()) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
+          const counted = layout.counter ?? layout.count;
+          const counter = counted === undefined ? undefined : reasonItem(err, counted);
+          const requests = layout.counter !== undefined ? num(counter?.requests) : minuteRequests(counter, countMinute);
+          const given = layout.counter !== undefined ? num(counter?.given) : minuteGiven(counter, countMinute);
+          const refused = counted !== undefined && failed(err, counted) && counter !== undefined;
+          if (refused && requests >= limits.keyRatePerMinute && given === 0) {
+            return { admitted: false, refusal: refusalFor({ slices: [], active: 1, keyRequests: requests }, askNow()) ?? { kind: 'rate_limit_exceeded', retryAfterSeconds: 1 } };
           }
           // A limit is being armed on a window this request does not count: it started before
           // tracking did and may no longer be admitted uncounted. Refused as a store fault (503),
           // so the client's retry, which counts the window, decides.
-          if (failed(err, 0) && closedFor(request).some((mark) => counter?.[mark] !== undefined)) {
+          const closedNow = (mark: ClosedFor[number]): boolean => (layout.counter !== undefined ? counter?.[mark] !== undefined : closesMinute(counter, mark, countMinute));
+          if (refused && closedFor(request).some(closedNow)) {
             throw new LedgerContentionError('a limit is being armed on a window this admission does not count');
           }
+          // The count slot came round holding an earlier minute's figure: start this minute over there.
+          const stale = refused && layout.counter === undefined && staleCount(counter, countMinute) !== undefined;
+          if (stale !== resetCount) {
+            resetCount = stale;
+            continue;
+          }
           // A window being armed had its base written meanwhile: from now on its limit is enforced.
-          if (!request.byok && this.learnArmed(request.workspaceId, this.windowSpecs(request), err, 3)) continue;
-          if (!request.byok && failed(err, 2)) {
+          if (!request.byok && this.learnArmed(request.workspaceId, this.windowSpecs(request), err, layout.windowsFrom)) continue;
+          if (!request.byok && failed(err, layout.slice)) {
             const seenBefore = memo.seen.get(slice);
             const believed = memo.active;
-            const item = reasonItem(err, 2);
+            const item = reasonItem(err, layout.slice);
             this.learn(memo, slice, item, month);
             const stored = memo.seen.get(slice)?.month.storedMonth;
             if (stored !== undefined && stored > month) {
@@ -535,13 +604,19 @@ export class DynamoLedger implements Ledger {
       const specs = request === undefined ? [] : this.windowSpecs(request);
       const keyWindow = specs.find((w) => w.kind === 'key');
       const memberMonth = specs.find((w) => w.kind === 'member');
-      const stride = keyWindow === undefined ? 1 : 2;
+      // The minute's count: key slice 0's on the key window the minute counts on, when it does; the others' on their counters.
+      const start = request === undefined ? now : rowStart(request.holdId, now);
+      const home = request?.limits.keyRateWindow;
+      const counterAt: number[] = [];
+      const windowAt: number[] = [];
       let memberAt = -1;
       if (request !== undefined) {
         for (let k = 0; k < keySlices; k += 1) {
           const pk = keySlicePk(request.workspaceId, request.keyId, k);
-          keys.push({ pk, sk: windowKeys.rate(request.keyId, now) });
-          if (keyWindow !== undefined) keys.push({ pk, sk: keyWindow.sk });
+          const counterSk = k === 0 && home !== undefined ? home : windowKeys.rate(request.keyId, start);
+          if (keyWindow !== undefined) windowAt.push(keys.push({ pk, sk: keyWindow.sk }) - 1);
+          // One item is read once (a consistent read may not name it twice).
+          counterAt.push(keyWindow !== undefined && counterSk === keyWindow.sk ? (windowAt[k] as number) : keys.push({ pk, sk: counterSk }) - 1);
         }
         if (memberMonth !== undefined && request.memberId !== undefined) memberAt = keys.push({ pk: memberPk(workspaceId, request.memberId), sk: memberMonth.sk }) - 1;
       }
@@ -558,15 +633,16 @@ export class DynamoLedger implements Ledger {
       const keyWindows: KeyShareView[] = [];
       if (request !== undefined) {
         for (let k = 0; k < keySlices; k += 1) {
-          keyCounters.push(keyShareView(k, got[firstKeyAt + stride * k], COUNTER_NAMES));
-          if (keyWindow !== undefined) keyWindows.push(keyShareView(k, got[firstKeyAt + stride * k + 1], KEY_WINDOW_NAMES));
+          const counted = got[counterAt[k] as number];
+          keyCounters.push(k === 0 && home !== undefined ? minuteShareView(counted, minuteOf(start)) : keyShareView(k, counted, COUNTER_NAMES));
+          if (keyWindow !== undefined) keyWindows.push(keyShareView(k, got[windowAt[k] as number], KEY_WINDOW_NAMES));
         }
         // An arming's base is written on key slice 0's window and on the member's month: from then on, enforced.
-        if (keyWindow?.unarmed === true && isArmed(got[firstKeyAt + 1])) this.armed.add(armedId(workspaceId, keyWindow.sk));
+        if (keyWindow?.unarmed === true && isArmed(got[windowAt[0] as number])) this.armed.add(armedId(workspaceId, keyWindow.sk));
         if (memberMonth?.unarmed === true && memberAt >= 0 && isArmed(got[memberAt])) this.armed.add(armedId(workspaceId, memberMonth.sk));
       }
       const windowTotals = keyTotals(keyWindows);
-      return {
+      const snapshot: AdmissionSnapshot = {
         slices,
         active: memo.active,
         keyRequests: keyTotals(keyCounters).used,
@@ -575,6 +651,8 @@ export class DynamoLedger implements Ledger {
         ...(keyWindows.some((w) => w.exists) ? { keyWindow: { settledMicros: windowTotals.settled, heldMicros: windowTotals.held, usedMicros: windowTotals.used } } : {}),
         ...(memberAt >= 0 && got[memberAt] !== undefined ? { memberMonth: windowView(got[memberAt]) } : {}),
       };
+      if (home !== undefined && counterAt.length > 0) this.homeItems.set(snapshot, got[counterAt[0] as number]);
+      return snapshot;
     }
   }
 
@@ -645,22 +723,45 @@ export class DynamoLedger implements Ledger {
       }
     };
     const counters = snapshot.keyCounters ?? [];
-    if (what.counter) add(planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active), counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, now), Math.floor(now / 1000) + 180);
+    const start = rowStart(request.holdId, now);
+    const home = limits.keyRateWindow;
+    const homeItem = this.homeItems.get(snapshot);
+    // Moves of the minute's count on key slice 0's window item go in a transaction of their own
+    // when the key window's money moves there too (one transaction names an item once).
+    const counts: TransactItems = [];
+    if (what.counter) {
+      const edits = planKeyRebalance(counters, k, 1, limits.keyRatePerMinute, active);
+      // Key slice 0's share of the minute is on its key window item's slots when the minute counts there.
+      if (home !== undefined) {
+        for (const edit of edits.filter((e) => e.slice === 0)) {
+          const built = minuteShareRebalance(edit, homeItem, minuteOf(start), limits.keyRatePerMinute);
+          if (built !== undefined) counts.push(update(this.tables.ledger, { pk: keySlicePk(request.workspaceId, request.keyId, 0), sk: home }, built));
+        }
+      }
+      const onCounters = home === undefined ? edits : edits.filter((e) => e.slice !== 0);
+      add(onCounters, counters, COUNTER_NAMES, limits.keyRatePerMinute, windowKeys.rate(request.keyId, start), Math.floor(now / 1000) + 180);
+    }
     // The key window's headroom is lent only under a limit that is enforced (a window being armed is only counted).
     const keyWindow = this.windowSpecs(request).find((w) => w.kind === 'key');
     if (!request.byok && keyWindow !== undefined && !keyWindow.unarmed && keyWindow.limitMicros !== undefined) {
       const windows = snapshot.keyWindows ?? [];
       add(planKeyRebalance(windows, k, request.amountMicros, keyWindow.limitMicros, active), windows, KEY_WINDOW_NAMES, keyWindow.limitMicros, keyWindow.sk, keyWindow.ttl);
     }
-    if (items.length === 0) return false;
-    try {
-      await this.db.send(new TransactWriteCommand({ TransactItems: items }));
-      return true;
-    } catch (err) {
-      if (!isCancelled(err)) throw err;
-      if (onlyConflicts(err)) this.onConflict();
-      return false;
+    const homeKey = (item: TransactItem): boolean => item.Update?.Key?.pk === keySlicePk(request.workspaceId, request.keyId, 0) && item.Update.Key.sk === home;
+    const apart = counts.length > 0 && items.some(homeKey);
+    const parts = apart ? [counts, items] : [[...counts, ...items]];
+    let wrote = false;
+    for (const part of parts) {
+      if (part.length === 0) continue;
+      try {
+        await this.db.send(new TransactWriteCommand({ TransactItems: part }));
+        wrote = true;
+      } catch (err) {
+        if (!isCancelled(err)) throw err;
+        if (onlyConflicts(err)) this.onConflict();
+      }
     }
+    return wrote;
   }
 
   /** Writes a rebalance plan in one conditional transaction; false when it was cancelled (the state moved). */
@@ -1021,23 +1122,29 @@ export class DynamoLedger implements Ledger {
     return moved || lent;
   }
 
-  async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }> {
+  async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
+    const sk = windowKeys.rate(keyId, now);
+    const ttl = Math.floor(now / 1000) + 180;
+    const minute = minuteOf(now);
+    // Key slice 0's count: its counter, or the key window the minute counts on (the count alone, no money).
+    const home = { pk: keyPk(workspaceId, keyId), sk: rateWindow ?? sk };
+    const countHome = async (reset = false): Promise<void> => {
+      const built = rateWindow === undefined ? requestCount(ratePerMinute, ttl) : windowCount({ minute, rate: ratePerMinute, ...(reset ? { reset } : {}) }, rateWindowTtl(rateWindow, now));
+      await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: home, ...built }));
+    };
     try {
-      await this.db.send(
-        new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, keyId), sk: windowKeys.rate(keyId, now) }, ...requestCount(ratePerMinute, Math.floor(now / 1000) + 180) }),
-      );
+      await countHome();
       return {};
     } catch (err) {
       if (!isConditionFailure(err) && !isWriteConflict(err)) throw err;
     }
     // Key slice 0 is spent, but what it lent may be unspent on the key's other slices: count the
     // request there, or refuse only when a consistent read of every key slice shows the minute full.
-    const sk = windowKeys.rate(keyId, now);
-    const ttl = Math.floor(now / 1000) + 180;
+    // (Or its count slot came round holding an earlier minute's figure: the minute starts over there.)
     for (let attempt = 0; attempt < 8; attempt += 1) {
-      const keys = Array.from({ length: KEY_SLICE_READ }, (_, k) => ({ pk: keySlicePk(workspaceId, keyId, k), sk }));
+      const keys = Array.from({ length: KEY_SLICE_READ }, (_, k) => (k === 0 ? home : { pk: keySlicePk(workspaceId, keyId, k), sk }));
       const got = await this.readConsistently(keys, keys.length);
-      const shares = got.map((item, k) => keyShareView(k, item, COUNTER_NAMES));
+      const shares = got.map((item, k) => (k === 0 && rateWindow !== undefined ? minuteShareView(item, minute) : keyShareView(k, item, COUNTER_NAMES)));
       if (keyTotals(shares).used >= ratePerMinute) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
       const lent = shares.find((x) => x.slice !== 0 && x.tag === ratePerMinute && x.room >= 1);
       try {
@@ -1049,11 +1156,12 @@ export class DynamoLedger implements Ledger {
         const items: TransactItems = [];
         for (const edit of planKeyRebalance(shares, 0, 1, ratePerMinute, KEY_SLICE_READ)) {
           const seen = shares[edit.slice];
-          const built = seen === undefined ? undefined : keyShareRebalance(edit, seen, COUNTER_NAMES, ratePerMinute, ttl);
-          if (built !== undefined) items.push(update(this.tables.ledger, { pk: keySlicePk(workspaceId, keyId, edit.slice), sk }, built));
+          const built =
+            seen === undefined ? undefined : edit.slice === 0 && rateWindow !== undefined ? minuteShareRebalance(edit, got[0], minute, ratePerMinute) : keyShareRebalance(edit, seen, COUNTER_NAMES, ratePerMinute, ttl);
+          if (built !== undefined) items.push(update(this.tables.ledger, edit.slice === 0 ? home : { pk: keySlicePk(workspaceId, keyId, edit.slice), sk }, built));
         }
         if (items.length > 0) await this.db.send(new TransactWriteCommand({ TransactItems: items }));
-        await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, keyId), sk }, ...requestCount(ratePerMinute, ttl) }));
+        await countHome(rateWindow !== undefined && staleCount(got[0], minute) !== undefined);
         return {};
       } catch (err) {
         if (!isConditionFailure(err) && !isCancelled(err) && !isWriteConflict(err)) throw err;

@@ -286,7 +286,7 @@ export class RegionalLedger implements Ledger {
     return this.inner.extend(hold, extraMicros, this.limitsFor({ holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits }), now);
   }
 
-  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number): Promise<{ readonly retryAfterSeconds?: number }> {
-    return this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now);
+  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
+    return this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
   }
 }

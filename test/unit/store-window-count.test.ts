@@ -3,7 +3,7 @@
  * `addMinuteCount`): how a slot's value is read back and when a refused write's value is an
  * earlier minute's (overwritten) rather than a later one's (never).
  */
-import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, countSlotName, minuteRequests, staleCount } from '../../lambdas/store/items';
+import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, countSlotName, givenSlotName, minuteRequests, staleCount } from '../../lambdas/store/items';
 import { UpdateBuilder } from '../../lambdas/store/expr';
 
 const MINUTE = 29_890_000;
@@ -37,17 +37,17 @@ describe('the count slots of a key window item', () => {
     addMinuteCount(u, { minute: MINUTE, rate: 37 });
     const built = u.build();
     const names = Object.values(built.ExpressionAttributeNames ?? {});
-    expect(names.sort()).toEqual([countSlotName(MINUTE), countSlotName(MINUTE - 2), countSlotName(MINUTE - 3)].sort());
+    expect(names.sort()).toEqual([countSlotName(MINUTE), countSlotName(MINUTE - 2), countSlotName(MINUTE - 3), givenSlotName(MINUTE - 2), givenSlotName(MINUTE - 3)].sort());
     expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([MINUTE * COUNT_SPAN, MINUTE * COUNT_SPAN + 36, 1]));
     expect(built.ConditionExpression).toContain('BETWEEN');
   });
 
-  it('overwrites a stale slot on exactly the value it holds', () => {
+  it('starts the minute over on an earlier minute\'s slot in its reset form', () => {
     const u = new UpdateBuilder();
-    const stale = (MINUTE - COUNT_SLOTS) * COUNT_SPAN + 9;
-    addMinuteCount(u, { minute: MINUTE, rate: 37, stale });
+    addMinuteCount(u, { minute: MINUTE, rate: 37, reset: true });
     const built = u.build();
-    expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual([stale, MINUTE * COUNT_SPAN + 1]);
+    expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual([MINUTE * COUNT_SPAN, MINUTE * COUNT_SPAN + 1]);
+    expect(built.ConditionExpression).toContain('<');
     expect(built.ConditionExpression).not.toContain('BETWEEN');
   });
 
