@@ -112,21 +112,25 @@ export function secondsToNextMinute(epochMs: number): number {
   return Math.max(1, Math.ceil((60_000 - (epochMs % 60_000)) / 1000));
 }
 
+/** A window a removed or re-armed key limit counted the key's requests on, and until when. */
+export interface KeyCountWindow {
+  readonly cadence: WindowCadence;
+  /** Its generation (that limit's `creditTrackFrom`), when it had one. */
+  readonly generation?: number;
+  /** A minute's start: the minutes before it (from the generation on) still count there. */
+  readonly until: number;
+}
+
 /**
  * The credit-limit fields of a key record that decide where its requests of a minute are counted
- * (`KeyRecord`): the limit and its window, and the window a removed or re-armed limit was
- * counting on, until the gateways' caches have all let go of it.
+ * (`KeyRecord`): the limit and its window, and the windows removed or re-armed limits were
+ * counting on, newest first, until the gateways' caches have all let go of them.
  */
 export interface KeyRateRecord {
   readonly creditLimitMicros?: number;
   readonly creditWindow?: WindowCadence;
   readonly creditTrackFrom?: number;
-  /** The cadence of the window a removed or re-armed limit counted on; with `creditCountUntil`. */
-  readonly creditCountWindow?: WindowCadence;
-  /** That window's generation (its limit's `creditTrackFrom`), when it had one. */
-  readonly creditCountGeneration?: number;
-  /** A minute's start: the minutes before it still count on that window. */
-  readonly creditCountUntil?: number;
+  readonly creditCountWindows?: readonly KeyCountWindow[];
 }
 
 /**
@@ -138,9 +142,9 @@ export interface KeyRateRecord {
  *
  * - a limit tracked for the whole minute (tracked all along, or its minute starts at or after
  *   `trackFrom`, by which every gateway has the record) counts on its window;
- * - else a window a removed or re-armed limit counted on, for the minutes before
- *   `creditCountUntil` (the change plus the gateways' cache lifetime, rounded up to a minute: no
- *   gateway still holds the old record after it, and every one that does counts there too);
+ * - else the newest window a removed or re-armed limit counted on that covers the minute (from
+ *   its generation, before its `until`: the change plus the gateways' cache lifetime, rounded up
+ *   to a minute, so every gateway still holding the old record counts there too);
  * - else the minute's counter.
  */
 export function keyRateWindow(keyId: string, record: KeyRateRecord, epochMs: number): string | undefined {
@@ -148,12 +152,8 @@ export function keyRateWindow(keyId: string, record: KeyRateRecord, epochMs: num
   if (record.creditLimitMicros !== undefined && (record.creditTrackFrom === undefined || minuteStart >= record.creditTrackFrom)) {
     return windowKeys.key(keyId, record.creditWindow ?? 'monthly', minuteStart, record.creditTrackFrom);
   }
-  const until = record.creditCountUntil;
-  const gen = record.creditCountGeneration;
-  if (record.creditCountWindow !== undefined && until !== undefined && minuteStart < until && (gen === undefined || minuteStart >= gen)) {
-    return windowKeys.key(keyId, record.creditCountWindow, minuteStart, gen);
-  }
-  return undefined;
+  const old = (record.creditCountWindows ?? []).find((w) => minuteStart < w.until && (w.generation === undefined || minuteStart >= w.generation));
+  return old === undefined ? undefined : windowKeys.key(keyId, old.cadence, minuteStart, old.generation);
 }
 
 /** The first minute's start at or after `epochMs`: where a changed record's old counting place ends. */

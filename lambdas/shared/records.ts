@@ -42,13 +42,11 @@ export interface KeyRecord {
   /** Equals `creditTrackFrom` once the arming wrote what the window held before it: the limit is enforced. */
   readonly creditArmedFrom?: number;
   /**
-   * Left by removing or re-arming a tracked limit: the window it counted the key's requests on
-   * (its cadence and generation), where the minutes before `creditCountUntil` are still counted
+   * Left by removing or re-arming a tracked limit: the windows such limits counted the key's
+   * requests on, newest first, each until the gateways' caches have let go of it
    * (`keyRateWindow` in `lambdas/core/windows.ts`).
    */
-  readonly creditCountWindow?: WindowCadence;
-  readonly creditCountGeneration?: number;
-  readonly creditCountUntil?: number;
+  readonly creditCountWindows?: readonly { readonly cadence: WindowCadence; readonly generation?: number; readonly until: number }[];
 }
 
 /** workspaces table, sk `META`. */

@@ -4,8 +4,8 @@
  */
 import { QueryCommand, TransactGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES } from '../core/key-slices';
-import { needsArming, trackFromFor } from '../core/limit-arming';
-import { windowId, windowKeys } from '../core/windows';
+import { ARMING_MARGIN_MS, needsArming, trackFromFor } from '../core/limit-arming';
+import { minuteCeil, windowId, windowKeys } from '../core/windows';
 import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
 import type { KeyEndedHow, KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
 import { KEYS_BY_WORKSPACE } from '../shared/schema';
@@ -288,6 +288,9 @@ export async function setKeyCreditLimit(
   // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
   const resume = micros !== null && !arm && key.creditTrackFrom !== undefined && key.creditArmedFrom !== key.creditTrackFrom;
   const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : key.creditTrackFrom;
+  // A tracked limit removed or re-armed leaves its window counting the key's requests until every
+  // gateway has the new record (`keyRateWindow`): the minute's count must stay on one item.
+  const counting = (micros === null || arm) && key.creditLimitMicros !== undefined ? countWindowsAfter(key, nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : undefined;
   await conditional(
     () =>
       ctx.doc.send(
@@ -295,13 +298,18 @@ export async function setKeyCreditLimit(
           TableName: table(ctx, 'keys'),
           Key: { keyHash: key.keyHash },
           UpdateExpression:
-            micros === null
-              ? 'REMOVE creditLimitMicros, creditWindow, creditTrackFrom, creditArmedFrom'
+            (micros === null
+              ? `${counting === undefined ? '' : 'SET creditCountWindows = :c '}REMOVE creditLimitMicros, creditWindow, creditTrackFrom, creditArmedFrom`
               : arm
-                ? 'SET creditLimitMicros = :l, creditWindow = :w, creditTrackFrom = :t REMOVE creditArmedFrom'
-                : 'SET creditLimitMicros = :l, creditWindow = :w',
+                ? `SET creditLimitMicros = :l, creditWindow = :w, creditTrackFrom = :t${counting === undefined ? '' : ', creditCountWindows = :c'} REMOVE creditArmedFrom`
+                : 'SET creditLimitMicros = :l, creditWindow = :w'),
           ConditionExpression: 'attribute_exists(keyHash) AND workspaceId = :ws AND attribute_not_exists(revokedAt)',
-          ExpressionAttributeValues: { ':ws': input.workspaceId, ...(micros === null ? {} : { ':l': micros, ':w': window }), ...(arm ? { ':t': trackFrom } : {}) },
+          ExpressionAttributeValues: {
+            ':ws': input.workspaceId,
+            ...(micros === null ? {} : { ':l': micros, ':w': window }),
+            ...(arm ? { ':t': trackFrom } : {}),
+            ...(counting === undefined ? {} : { ':c': counting }),
+          },
         }),
       ),
     () => new KeyNotFoundError(input.workspaceId, key.keyId),
@@ -314,6 +322,18 @@ export async function setKeyCreditLimit(
     await reopenCounters(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: key.creditWindow ?? 'monthly', generation: key.creditTrackFrom });
   }
   return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };
+}
+
+/**
+ * The record's `creditCountWindows` after the tracked limit of `key` is removed or re-armed at
+ * `now`: its window first, until the first minute after every gateway's cache has the change,
+ * then the earlier ones still in use (an entry is kept a few minutes past its end, for requests
+ * started before it and still landing).
+ */
+function countWindowsAfter(key: KeyRecord, now: number, cacheTtlMs: number): NonNullable<KeyRecord['creditCountWindows']> {
+  const until = minuteCeil(now + cacheTtlMs + ARMING_MARGIN_MS);
+  const mine = { cadence: key.creditWindow ?? 'monthly', ...(key.creditTrackFrom === undefined ? {} : { generation: key.creditTrackFrom }), until };
+  return [mine, ...(key.creditCountWindows ?? []).filter((w) => w.until > now - 5 * 60_000)];
 }
 
 /**
@@ -409,6 +429,7 @@ export async function rotateKey(
     // The same key id keeps its window items: an arming's generation carries over with it.
     ...(old.creditTrackFrom === undefined ? {} : { creditTrackFrom: old.creditTrackFrom }),
     ...(old.creditArmedFrom === undefined ? {} : { creditArmedFrom: old.creditArmedFrom }),
+    ...(old.creditCountWindows === undefined ? {} : { creditCountWindows: old.creditCountWindows }),
   };
   await transact(
     ctx,

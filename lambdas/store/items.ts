@@ -365,6 +365,8 @@ export function closesMinute(item: Item | undefined, mark: ClosedFor[number], mi
 /** Adds one request of the minute to the window item's count slot: `requests < rate` in that minute. */
 export function addMinuteCount(u: UpdateBuilder, count: MinuteCount): void {
   const floor = count.minute * COUNT_SPAN;
+  // A rate the slot cannot hold (10⁷ a minute, far above any key's) binds at what it can.
+  const rate = Math.min(count.rate, COUNT_SPAN - 1);
   const slot = u.a(countSlotName(count.minute));
   if (count.reset === true) {
     // An earlier minute's figure is no count of this one: start over at one.
@@ -372,12 +374,23 @@ export function addMinuteCount(u: UpdateBuilder, count: MinuteCount): void {
     u.set(`${slot} = ${u.v(floor + 1)}`);
   } else {
     // Free, or already this minute's with room under the rate: one condition, as a spend-rate slot's.
-    u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + count.rate - 1)}`);
+    u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + rate - 1)}`);
     u.set(`${slot} = if_not_exists(${slot}, ${u.v(floor)}) + ${u.v(1)}`);
   }
   for (const mark of count.closed ?? []) u.when(`attribute_not_exists(${u.a(mark)}) OR ${u.a(mark)} < ${u.v(count.minute)}`);
   // The minutes two and three before (the same slots as three and two after): no clock is that far apart.
   for (const m of [count.minute + 2, count.minute + 3]) u.remove(countSlotName(m)).remove(givenSlotName(m));
+}
+
+/**
+ * The ttl of a key window item made by a write that does not know the window's end (the door's
+ * count, an arming's mark): the longest window's end past `now`, plus the 400 days the ledger
+ * keeps windows; none for a window that never ends (its id is `ALL`). Written only if the item
+ * has none, so an admission's exact ttl is never shortened.
+ */
+export function countWindowTtl(sk: string, now: number): number | undefined {
+  if (/#ALL(~|$)/.test(sk)) return undefined;
+  return Math.floor(now / 1000) + (32 + 400) * 86_400;
 }
 
 /** A request counted on a key window without money (a BYOK admission, the door's count, a limit's old window): the count and the item's ttl. */
@@ -404,8 +417,9 @@ export function minuteShareView(item: Item | undefined, minute: number): KeyShar
  * rate; a slot holding an earlier minute's value (as `item` shows it) is overwritten on exactly
  * that value. A retag sets both, conditioned on exactly what was read.
  */
-export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined, minute: number, rate: number): BuiltUpdate | undefined {
+export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined, minute: number, limit: number): BuiltUpdate | undefined {
   const u = new UpdateBuilder();
+  const rate = Math.min(limit, COUNT_SPAN - 1);
   const floor = minute * COUNT_SPAN;
   const q = countSlotName(minute);
   const g = givenSlotName(minute);
@@ -481,6 +495,18 @@ export function requestCount(limit: number, ttl: number, closed: ClosedFor = [])
   u.add('requests', 1).set(`${u.a('ttl')} = ${u.v(ttl)}`);
   u.when(`attribute_not_exists(${requests}) OR ${requests} < ${u.v(limit)}`);
   for (const mark of closed) u.when(`attribute_not_exists(${u.a(mark)})`);
+  return u.build();
+}
+
+/**
+ * An arming's mark on a key window item some of its minutes count on (`keyRateWindow`): the mark
+ * holds the last minute it closes, since the item outlives them. Made if missing, with a ttl that
+ * never shortens the window's.
+ */
+export function closeCountWindow(mark: ClosedFor[number], lastMinute: number, ttl: number | undefined): BuiltUpdate {
+  const u = new UpdateBuilder();
+  u.set(`${u.a(mark)} = ${u.v(lastMinute)}`);
+  if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   return u.build();
 }
 

@@ -36,7 +36,7 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
-import { closesMinute, minuteGiven, minuteRequests, minuteShareRebalance, minuteShareView, staleCount, windowCount, type MinuteCount } from './items';
+import { closesMinute, countWindowTtl, minuteGiven, minuteRequests, minuteShareRebalance, minuteShareView, staleCount, windowCount, type MinuteCount } from './items';
 import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
@@ -145,16 +145,6 @@ function windowWrite(w: WindowSpec, k: number, micros: number, count?: MinuteCou
 
 /** The epoch minute a request's rate counts in: its start's, the instant its limits (and so where it counts) were decided at. */
 const minuteOf = (epochMs: number): number => Math.floor(epochMs / 60_000);
-
-/**
- * The ttl of a key window item made by a write that does not know the window's end (the door's
- * count): the longest window's end past `now`, kept as long as the ledger keeps windows; none for
- * a window that never ends (its id is `ALL`).
- */
-function rateWindowTtl(sk: string, now: number): number | undefined {
-  if (/#ALL(~|$)/.test(sk)) return undefined;
-  return Math.floor(now / 1000) + 32 * DAY_S + WINDOW_RETENTION_S;
-}
 
 /**
  * Where an admission's transaction put each of its parts: the request counter (absent when the
@@ -354,7 +344,7 @@ export class DynamoLedger implements Ledger {
     // The request's row, open: its hold (`request-rows.ts`).
     items.push(openRowPut(this.tables.usage, hold));
     const layout = (countAt: number | undefined): AdmitLayout => ({ ...(onWindow ? {} : { counter: 0 }), row: o, slice: o + 1, windowsFrom: o + 2, ...(countAt === undefined ? {} : { count: countAt }) });
-    const countOnly = (): number => items.push(update(this.tables.ledger, { pk: keySlicePk(request.workspaceId, request.keyId, 0), sk: home ?? '' }, windowCount(count, rateWindowTtl(home ?? '', now)))) - 1;
+    const countOnly = (): number => items.push(update(this.tables.ledger, { pk: keySlicePk(request.workspaceId, request.keyId, 0), sk: home ?? '' }, windowCount(count, countWindowTtl(home ?? '', now)))) - 1;
     if (request.byok) return { items, layout: layout(onWindow ? countOnly() : undefined) };
     const known = memo.seen.get(slice);
     const month: MonthDebit = { month: countMonth, limitMicros: limits.workspaceLimitMicros, check: true, ...(known !== undefined ? { known: known.month } : {}) };
@@ -1129,7 +1119,7 @@ export class DynamoLedger implements Ledger {
     // Key slice 0's count: its counter, or the key window the minute counts on (the count alone, no money).
     const home = { pk: keyPk(workspaceId, keyId), sk: rateWindow ?? sk };
     const countHome = async (reset = false): Promise<void> => {
-      const built = rateWindow === undefined ? requestCount(ratePerMinute, ttl) : windowCount({ minute, rate: ratePerMinute, ...(reset ? { reset } : {}) }, rateWindowTtl(rateWindow, now));
+      const built = rateWindow === undefined ? requestCount(ratePerMinute, ttl) : windowCount({ minute, rate: ratePerMinute, ...(reset ? { reset } : {}) }, countWindowTtl(rateWindow, now));
       await this.db.send(new UpdateCommand({ TableName: this.tables.ledger, Key: home, ...built }));
     };
     try {

@@ -22,12 +22,12 @@
 import { GetCommand, QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES, keySliceOf } from '../core/key-slices';
 import { armingMinutes } from '../core/limit-arming';
-import { windowEnd, windowKeys, windowStart } from '../core/windows';
+import { keyRateWindow, windowEnd, windowKeys, windowStart } from '../core/windows';
 import type { KeyRecord, UsageRecord, WindowCadence } from '../shared/records';
 import { usageRows } from './balance';
 import type { AdminContext } from './directory-context';
 import { memberSk, nowOf, table } from './directory-context';
-import { CLOSED_FOR, closeCounter, isArmed, keyShareDebit, reopenCounter, windowDebit } from './items';
+import { CLOSED_FOR, closeCountWindow, closeCounter, countWindowTtl, isArmed, keyShareDebit, reopenCounter, windowDebit } from './items';
 import { allUsagePks, keySlicePk, memberPk } from './keys';
 import type { BuiltUpdate } from './expr';
 
@@ -84,10 +84,21 @@ export async function armWindow(ctx: AdminContext, target: ArmingTarget): Promis
   await recordArmed(ctx, target);
 }
 
-/** Step 2: marks the counters of the minutes around `trackFrom` on every key slice of every key concerned. */
+/**
+ * Step 2: marks the counters of the minutes around `trackFrom` on every key slice of every key
+ * concerned, and the key window items those minutes count on instead, where they do
+ * (`keyRateWindow`: a key limit's window counts its key's requests): there the mark names the
+ * last minute it closes.
+ */
 async function closeCounters(ctx: AdminContext, target: ArmingTarget): Promise<void> {
   const mark = target.kind === 'key' ? CLOSED_FOR.key : CLOSED_FOR.member;
-  await eachCounter(ctx, target, (minute) => closeCounter(mark, target.generation, (minute + 1) * 60 + 180));
+  const last = Math.max(...armingMinutes(target.generation));
+  await eachCounter(
+    ctx,
+    target,
+    (minute) => closeCounter(mark, target.generation, (minute + 1) * 60 + 180),
+    (sk) => closeCountWindow(mark, last, countWindowTtl(sk, nowOf(ctx))),
+  );
 }
 
 /**
@@ -97,43 +108,52 @@ async function closeCounters(ctx: AdminContext, target: ArmingTarget): Promise<v
  */
 export async function reopenCounters(ctx: AdminContext, target: ArmingTarget): Promise<void> {
   const mark = target.kind === 'key' ? CLOSED_FOR.key : CLOSED_FOR.member;
-  await eachCounter(ctx, target, () => reopenCounter(mark));
+  await eachCounter(ctx, target, () => reopenCounter(mark), () => reopenCounter(mark));
 }
 
-/** Writes `build(minute)` to the request counter of every minute an arming marks, on every key slice of every key concerned. */
-async function eachCounter(ctx: AdminContext, target: ArmingTarget, build: (minute: number) => BuiltUpdate): Promise<void> {
+/**
+ * Writes `build(minute)` to the request counter of every minute an arming marks, on every key
+ * slice of every key concerned, and `onWindow(sk)` to key slice 0's item of each key window such
+ * a minute counts on by the key's record, read consistently (key slices j > 0 count on counters).
+ */
+async function eachCounter(ctx: AdminContext, target: ArmingTarget, build: (minute: number) => BuiltUpdate, onWindow: (sk: string) => BuiltUpdate): Promise<void> {
   const ledger = table(ctx, 'ledger');
-  const keyIds = target.kind === 'key' ? [target.keyId] : await memberKeyIds(ctx, target.workspaceId, target.memberId);
+  const keys = target.kind === 'key' ? [{ keyId: target.keyId, keyHash: target.keyHash }] : await memberKeys(ctx, target.workspaceId, target.memberId);
   const writes: Promise<unknown>[] = [];
-  for (const keyId of keyIds) {
+  const send = (key: { pk: string; sk: string }, built: BuiltUpdate): void => {
+    writes.push(
+      retry(() => ctx.doc.send(new UpdateCommand({ TableName: ledger, Key: key, ...built }))).catch((err: unknown) => {
+        if (!(err instanceof Error && err.name === 'ConditionalCheckFailedException')) throw err;
+      }),
+    );
+  };
+  for (const { keyId, keyHash } of keys) {
+    const record = (await ctx.doc.send(new GetCommand({ TableName: table(ctx, 'keys'), Key: { keyHash }, ConsistentRead: true }))).Item as KeyRecord | undefined;
+    const windows = new Set<string>();
     for (const minute of armingMinutes(target.generation)) {
       const built = build(minute);
-      for (let k = 0; k < KEY_SLICES; k += 1) {
-        const key = { pk: keySlicePk(target.workspaceId, keyId, k), sk: windowKeys.rate(keyId, minute * 60_000) };
-        writes.push(
-          retry(() => ctx.doc.send(new UpdateCommand({ TableName: ledger, Key: key, ...built }))).catch((err: unknown) => {
-            if (!(err instanceof Error && err.name === 'ConditionalCheckFailedException')) throw err;
-          }),
-        );
-      }
+      for (let k = 0; k < KEY_SLICES; k += 1) send({ pk: keySlicePk(target.workspaceId, keyId, k), sk: windowKeys.rate(keyId, minute * 60_000) }, built);
+      const sk = record === undefined ? undefined : keyRateWindow(keyId, record, minute * 60_000);
+      if (sk !== undefined) windows.add(sk);
     }
+    for (const sk of windows) send({ pk: keySlicePk(target.workspaceId, keyId, 0), sk }, onWindow(sk));
   }
   await Promise.all(writes);
 }
 
 /** Every key (live or not: one may still have a request in flight) minted for the member. */
-async function memberKeyIds(ctx: AdminContext, workspaceId: string, memberId: string): Promise<string[]> {
+async function memberKeys(ctx: AdminContext, workspaceId: string, memberId: string): Promise<{ keyId: string; keyHash: string }[]> {
   // Read here rather than through directory-keys, which imports this module.
-  const ids = new Set<string>();
+  const ids = new Map<string, { keyId: string; keyHash: string }>();
   let start: Record<string, unknown> | undefined;
   do {
     const out = await ctx.doc.send(
       new QueryCommand({ TableName: table(ctx, 'keys'), IndexName: 'byWorkspace', KeyConditionExpression: 'workspaceId = :ws', ExpressionAttributeValues: { ':ws': workspaceId }, ExclusiveStartKey: start }),
     );
-    for (const k of (out.Items ?? []) as KeyRecord[]) if (k.memberId === memberId) ids.add(k.keyId);
+    for (const k of (out.Items ?? []) as KeyRecord[]) if (k.memberId === memberId) ids.set(k.keyHash, { keyId: k.keyId, keyHash: k.keyHash });
     start = out.LastEvaluatedKey;
   } while (start !== undefined);
-  return [...ids];
+  return [...ids.values()];
 }
 
 /**
