@@ -3,7 +3,7 @@
  * `addMinuteCount`): how a slot's value is read back and when a refused write's value is an
  * earlier minute's (overwritten) rather than a later one's (never).
  */
-import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, countSlotName, givenSlotName, minuteRequests, staleCount } from '../../lambdas/store/items';
+import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, closesMinute, countSlotName, givenSlotName, minuteRequests, minuteShareRebalance, minuteShareView, staleCount } from '../../lambdas/store/items';
 import { UpdateBuilder } from '../../lambdas/store/expr';
 
 const MINUTE = 29_890_000;
@@ -54,5 +54,45 @@ describe('the count slots of a key window item', () => {
   it('keeps every value below 2^53 for a century of minutes and the largest count', () => {
     const minute = Math.floor(Date.UTC(2126, 0, 1) / 60_000);
     expect(minute * COUNT_SPAN + COUNT_SPAN - 1).toBeLessThan(Number.MAX_SAFE_INTEGER);
+  });
+});
+
+describe("key slice 0's lending on its window item's minute slots", () => {
+  const floor = MINUTE * COUNT_SPAN;
+  const q = countSlotName(MINUTE);
+  const g = givenSlotName(MINUTE);
+
+  it('reads a share of the minute as the counter would (used includes what it lent)', () => {
+    expect(minuteShareView({ [q]: floor + 12, [g]: floor + 5 }, MINUTE)).toMatchObject({ slice: 0, used: 12, given: 5 });
+    expect(minuteShareView({ [q]: floor - COUNT_SLOTS * COUNT_SPAN + 12, [g]: floor - COUNT_SLOTS * COUNT_SPAN + 5 }, MINUTE)).toMatchObject({ used: 0, given: 0 });
+  });
+
+  it('lends within the rate by adding to both slots of this minute', () => {
+    const built = minuteShareRebalance({ slice: 0, delta: 4 }, { [q]: floor + 10, [g]: floor + 1 }, MINUTE, 37);
+    expect(built?.UpdateExpression).toMatch(/^ADD /);
+    expect(Object.values(built?.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([4, floor + 33]));
+  });
+
+  it('starts a minute whose slots hold an earlier minute with the loan, on exactly what was read', () => {
+    const old = floor - COUNT_SLOTS * COUNT_SPAN + 7;
+    const built = minuteShareRebalance({ slice: 0, delta: 4 }, { [q]: old }, MINUTE, 37);
+    expect(built?.ConditionExpression).toContain('attribute_not_exists');
+    expect(Object.values(built?.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([old, floor + 4]));
+    // Nothing lent in a minute cannot be returned.
+    expect(minuteShareRebalance({ slice: 0, delta: -1 }, { [q]: old }, MINUTE, 37)).toBeUndefined();
+  });
+
+  it('retags both slots on exactly what was read', () => {
+    const built = minuteShareRebalance({ slice: 0, delta: 0, givenSet: 3 }, { [q]: floor + 10, [g]: floor + 6 }, MINUTE, 37);
+    expect(Object.values(built?.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([floor + 10, floor + 6, floor + 7, floor + 3]));
+  });
+
+  it('closes a minute to an arming mark up to the last minute it names', () => {
+    expect(closesMinute({ closedForMember: MINUTE + 1 }, 'closedForMember', MINUTE)).toBe(true);
+    expect(closesMinute({ closedForMember: MINUTE + 1 }, 'closedForMember', MINUTE + 2)).toBe(false);
+    expect(closesMinute({}, 'closedForMember', MINUTE)).toBe(false);
+    const u = new UpdateBuilder();
+    addMinuteCount(u, { minute: MINUTE, rate: 37, closed: ['closedForMember'] });
+    expect(u.build().ConditionExpression).toContain('closedForMember');
   });
 });
