@@ -78,6 +78,12 @@ export class UpdateBuilder {
     return this;
   }
 
+  /** Attributes to remove named literally (comma-separated, names no placeholder needs: letters and digits, no reserved word). */
+  removeNamed(names: string): this {
+    this.removes.push(names);
+    return this;
+  }
+
   /** One more condition, ANDed with the rest. */
   when(condition: string): this {
     this.conds.push(`(${condition})`);

@@ -25,7 +25,7 @@ import type { KeyRecord, MemberRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { DynamoLedger, LedgerContentionError } from '../../lambdas/store';
 import type { AdminContext } from '../../lambdas/store/directory-context';
-import { minuteGiven, minuteRequests } from '../../lambdas/store/items';
+import { COUNT_SLOTS, countSlotName, minuteGiven, minuteRequests } from '../../lambdas/store/items';
 import { keySlicePk } from '../../lambdas/store/keys';
 import { addCredit, addMember, createKey, createWorkspace, setKeyCreditLimit, setMemberMonthlyLimit } from '../../local/ops';
 import { testTables, type TestTables, RACE_LIMITS } from '../support/dynamo';
@@ -95,15 +95,18 @@ describe('the rate on the key window item', () => {
     await expectSettledInvariant(ws, 1000 * MINOR);
   });
 
-  it('a slot left from five minutes before starts over: exactly the rate again, under a race', async () => {
+  it('a slot left from sixty minutes before starts over: exactly the rate again, under a race', async () => {
     const ws = await workspace(1000, 1);
     const ledger = new DynamoLedger(wire, ledgerTables());
     const sk = windowKeys.key('key_a', 'monthly', NOW);
     const first = await admitAll(ledger, Array.from({ length: 5 }, () => request(ws, MINOR, { limits: keyLimited(NOW, 11) })));
     expect(first.admitted).toHaveLength(5);
-    // Five minutes on, the same slot holds minute 0's figure.
-    const later = NOW + 5 * 60_000;
-    const slot = `q${minuteOf(later) % 5}`;
+    // The key's next requests come the minute before sixty on (that write keeps its minute after), then sixty on: the same slot holds minute 0's figure.
+    const later = NOW + COUNT_SLOTS * 60_000;
+    const before = await admitAll(ledger, [request(ws, MINOR, { limits: keyLimited(later - 60_000, 11), now: later - 60_000 })]);
+    expect(before.admitted).toHaveLength(1);
+    first.admitted.push(...before.admitted);
+    const slot = countSlotName(minuteOf(later));
     expect(Math.floor(Number((await read(keySlicePk(ws, 'key_a', 0), sk))?.[slot]) / 1e7)).toBe(minuteOf(NOW));
     const race = await admitAll(ledger, Array.from({ length: 60 }, () => request(ws, MINOR, { limits: keyLimited(later, 11), now: later })));
     expect(race.admitted).toHaveLength(11);

@@ -32,12 +32,18 @@ describe('the count slots of a key window item', () => {
     expect(staleCount({}, MINUTE)).toBeUndefined();
   });
 
-  it("writes the minute's slot under the rate and removes the slots of the minutes two and three before", () => {
+  it("writes the minute's slot under the rate and removes every other slot but the minutes before and after", () => {
     const u = new UpdateBuilder();
     addMinuteCount(u, { minute: MINUTE, rate: 37 });
     const built = u.build();
-    const names = Object.values(built.ExpressionAttributeNames ?? {});
-    expect(names.sort()).toEqual([countSlotName(MINUTE), countSlotName(MINUTE - 2), countSlotName(MINUTE - 3), givenSlotName(MINUTE - 2), givenSlotName(MINUTE - 3)].sort());
+    expect(Object.values(built.ExpressionAttributeNames ?? {})).toEqual([countSlotName(MINUTE)]);
+    const removed = (built.UpdateExpression.split('REMOVE ')[1] ?? '').split(', ');
+    expect(removed).toHaveLength(COUNT_SLOTS - 3);
+    expect(removed).not.toEqual(expect.arrayContaining([countSlotName(MINUTE - 1)]));
+    expect(removed).not.toEqual(expect.arrayContaining([countSlotName(MINUTE + 1)]));
+    expect(removed).toEqual(expect.arrayContaining([countSlotName(MINUTE + 2), countSlotName(MINUTE - 2)]));
+    expect(removed.some((name) => name === countSlotName(MINUTE))).toBe(false);
+    expect(givenSlotName(MINUTE)).toBe(`g${MINUTE % COUNT_SLOTS}`);
     expect(Object.values(built.ExpressionAttributeValues ?? {})).toEqual(expect.arrayContaining([MINUTE * COUNT_SPAN, MINUTE * COUNT_SPAN + 36, 1]));
     expect(built.ConditionExpression).toContain('BETWEEN');
   });
