@@ -447,8 +447,10 @@ export class DynamoLedger implements Ledger {
             throw new LedgerContentionError('a limit is being armed on a window this admission does not count');
           }
           // The count slot came round holding an earlier minute's figure: start this minute over there.
-          const stale = refused && layout.counter === undefined && staleCount(counter, countMinute) !== undefined;
-          if (stale !== resetCount) {
+          // (And back to adding when another writer started it over first; a refusal for anything else keeps the form it needs.)
+          const onWindowCount = refused && layout.counter === undefined;
+          const stale = onWindowCount && staleCount(counter, countMinute) !== undefined;
+          if (stale !== resetCount && onWindowCount) {
             resetCount = stale;
             continue;
           }

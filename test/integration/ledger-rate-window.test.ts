@@ -116,6 +116,22 @@ describe('the rate on the key window item', () => {
     await expectSettledInvariant(ws, 1000 * MINOR);
   });
 
+  it('a slot left from sixty minutes before on a key window whose limit is spent: refused for the limit, not a store fault', async () => {
+    const ws = await workspace(1000, 1);
+    const ledger = new DynamoLedger(wire, ledgerTables());
+    const later = NOW + COUNT_SLOTS * 60_000;
+    const limits = (at: number): AdmissionLimits => ({ ...keyLimited(at, 11), keyLimitMicros: 2 * MINOR });
+    const a = await ledger.admit(request(ws, MINOR, { limits: limits(NOW) }));
+    const b = await ledger.admit(request(ws, MINOR, { limits: limits(later - 60_000), now: later - 60_000 }));
+    expect(a.admitted && b.admitted).toBe(true);
+    // The slot of `later` holds minute 0's count and the window is full: the second form alone would not do.
+    const out = await ledger.admit(request(ws, MINOR, { limits: limits(later), now: later }));
+    expect(out.admitted).toBe(false);
+    if (!out.admitted) expect(out.refusal.kind).toBe('key_limit_exceeded');
+    await Promise.all([a, b].flatMap((o) => (o.admitted ? [ledger.settle(o.hold, settlement(0, later + 1000))] : [])));
+    await expectSettledInvariant(ws, 1000 * MINOR);
+  });
+
   it('8 key slices: 200 concurrent admissions, door counts and BYOK requests at a rate of 37 count exactly 37 over every key slice', async () => {
     const ws = await workspace(1000, 8);
     const ledger = new DynamoLedger(wire, ledgerTables());
