@@ -33,6 +33,7 @@ import { windowKeys } from '../../lambdas/core/windows';
 import type { AdmissionLimits, Refusal } from '../../lambdas/gateway/ports';
 import { tableName } from '../../lambdas/shared/schema';
 import { keySlicePk } from '../../lambdas/store/keys';
+import { armWindow } from '../../lambdas/store/limit-arming';
 import { writeSliceCount } from '../../lambdas/store/ledger';
 import { creditRegion, lensFor, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
@@ -577,5 +578,31 @@ describe('regional limits under crossing asks and gives', () => {
     expect(underFirst * HOLD).toBeLessThanOrEqual(first);
     expect(seen.wentDown).toEqual([]);
     expect(seen.maxSum).toBeLessThanOrEqual(second);
+  });
+
+  test('a key limit set on a window nobody tracked, armed in the home region while the gateways still count it: never more than the limit, summed, once the home region enforces it', async () => {
+    const ws = await workspace({ east: 1_000 * HOLD, west: 1_000 * HOLD });
+    const keyId = 'key_armed';
+    const limit = 70 * HOLD + ODD;
+    // Tracking began an hour before the race's "now", in the same month: the window has a base to arm.
+    const trackFrom = NOW - 3_600_000;
+    const keyHash = `h${randomBytes(8).toString('hex')}`;
+    await east.doc.send(new PutCommand({ TableName: t('keys'), Item: { keyHash, keyId, workspaceId: ws, creditLimitMicros: limit, creditWindow: 'monthly', creditTrackFrom: trackFrom } }));
+    // The management API's arming, in the home region (its configuration home): it returns once the base is written and the record says armed.
+    await armWindow({ doc: east.doc, tablePrefix: prefix, stage: 'test', now: () => NOW, cacheTtlMs: 1_000 }, { kind: 'key', workspaceId: ws, keyId, keyHash, cadence: 'monthly', generation: trackFrom });
+    // Gateways whose cached key record does not say armed yet (in the other region, until the record's replica and their caches catch up) still send the arming's limits.
+    const limits: AdmissionLimits = { ...OPEN, keyWindow: 'monthly', keyLimitMicros: limit, keyLimitArming: true, keyWindowGeneration: trackFrom };
+    const tally = newTally();
+    await race(waves(() => limits, [{ size: 120, east: 0.5, at: 0, afterRefusal: false, spreadMs: 200 }], false, keyId), ws, tally);
+    let held = 0;
+    const sk = windowKeys.key(keyId, 'monthly', NOW, trackFrom);
+    for (const r of [east, west]) {
+      const keys = Array.from({ length: 8 }, (_, k) => ({ pk: regionalPk(keySlicePk(ws, keyId, k), sk, regionTag(SETUP, r.name)), sk }));
+      const out = await r.doc.send(new BatchGetCommand({ RequestItems: { [t('ledger')]: { Keys: keys, ConsistentRead: true } } }));
+      held += (out.Responses?.[t('ledger')] ?? []).reduce((a, i) => a + num(i.heldMicros) + num(i.settledMicros), 0);
+    }
+    figures('armed', { admitted: tally.admitted.length, fits: Math.floor(limit / HOLD), byRegion: { [HOME]: tally.admitted.filter((a) => a.region === HOME).length, [WEST]: tally.admitted.filter((a) => a.region === WEST).length }, heldHolds: holds(held), refusals: Object.fromEntries(tally.refusals) });
+    expect(held).toBeLessThanOrEqual(limit);
+    expect(tally.admitted.length).toBeLessThanOrEqual(Math.floor(limit / HOLD));
   });
 });
