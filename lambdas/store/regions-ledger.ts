@@ -16,14 +16,11 @@
  * reaches the others by replication and their transfer agents), waits a bounded time, crediting
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import { peerCounters, quantityId, type Quantity } from '../core/transfers';
 import { windowEnd, windowKeys } from '../core/windows';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
-import { isArmed } from './items';
-import { keyPk, memberPk } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionTransfers } from './regions-transfers';
 import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
@@ -66,13 +63,10 @@ export class RegionalLedger implements Ledger {
   /** Peers whose answer to an ask of this process's did not come within a wait, and since when (cleared by their next answer). */
   private readonly silent = new Map<string, number>();
 
-  /** Windows whose limit's arming this process has seen finished in the home region (it only grows). */
-  private readonly armedAtHome = new Set<string>();
-
   constructor(
     /** This region's database (its replica of every table), unlensed. */
-    private readonly raw: DocumentSender,
-    private readonly tables: LedgerTables,
+    raw: DocumentSender,
+    tables: LedgerTables,
     readonly setup: RegionSetup,
     onConflict?: () => void,
     /** How long a region may leave an ask unanswered before this process counts it lost. @default 30 s */
@@ -101,14 +95,26 @@ export class RegionalLedger implements Ledger {
   }
 
   /**
-   * This region's share of every limit. A key limit's share is fixed: headroom moved here lowers
+   * This region's share of every limit. A limit set on a window nobody tracked is armed by the
+   * management API in the home region (`store/limit-arming.ts`: the window's base, what was charged
+   * before tracking began, and its `armed` mark go on the home region's items, which no other
+   * region writes), and the home region counts without refusing until the mark, as one region
+   * does. Another region cannot see the mark before it replicates, and counting without refusing
+   * until then would let it admit past its share; it enforces its share from the start instead,
+   * against its own count since tracking began (the base sits on the home region's share), so the
+   * sum stays within the limit but for what the home region counted before its mark.
+   * A key limit's share is fixed: headroom moved here lowers
    * the region's key window's `used`, and headroom it gave raises it, so the limit the ledger
    * checks (and tags its key slices' lending with) never changes under a transfer.
    */
   limitsFor(request: LimitSubject): AdmissionLimits {
     const l = request.limits;
+    // Outside the home region a limit being armed is enforced at once on the region's share (below).
+    const away = regionTag(this.setup) !== '';
     return {
       ...l,
+      ...(away && l.keyLimitArming === true ? { keyLimitArming: false } : {}),
+      ...(away && l.memberLimitArming === true ? { memberLimitArming: false } : {}),
       keyRatePerMinute: this.share(l.keyRatePerMinute),
       spendRateCapMicros: this.share(l.spendRateCapMicros),
       ...(l.keyLimitMicros !== undefined ? { keyLimitMicros: this.share(l.keyLimitMicros) } : {}),
@@ -123,8 +129,7 @@ export class RegionalLedger implements Ledger {
    * `in_transit` (`503 balance_unavailable`, retry): the workspace can cover the request, the money
    * has not arrived; one answered with less than asked refuses with the limit's own 402.
    */
-  async admit(asked: AdmitRequest): Promise<AdmitOutcome> {
-    const request = { ...asked, limits: await this.armedHome(asked) };
+  async admit(request: AdmitRequest): Promise<AdmitOutcome> {
     let outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
     if (outcome.admitted || this.setup.transferWaitMs === 0) return outcome;
     const deadline = Date.now() + this.setup.transferWaitMs;
@@ -151,38 +156,6 @@ export class RegionalLedger implements Ledger {
       // still had some: ask again while the wait lasts; past it, the money is there but not here.
       if (end === 'unanswered' || Date.now() >= deadline) return { admitted: false, refusal: IN_TRANSIT };
     }
-  }
-
-  /**
-   * A limit set on a window nobody tracked is armed by the management API in the home region only
-   * (`store/limit-arming.ts`: the window's base and its `armed` mark are written on the home
-   * region's key slice 0 window or member month, which no other region writes). The home region's
-   * ledger enforces from the mark; another region's would count without enforcing until its
-   * gateways read the record's `armedFrom` (replication plus the cache's lifetime), admitting past
-   * its share meanwhile. So while the limits say a window is being armed, another region reads the
-   * home region's window in its replica (one read per admission, only during an arming) and, once
-   * the mark is there, enforces its own share: the base sits on the home's share, each region's
-   * count on its own, so the sum stays within the limit.
-   */
-  private async armedHome(request: AdmitRequest): Promise<AdmissionLimits> {
-    const l = request.limits;
-    if (regionTag(this.setup) === '' || (l.keyLimitArming !== true && l.memberLimitArming !== true)) return l;
-    const start = rowStart(request.holdId, request.now);
-    const seen = async (pk: string, sk: string): Promise<boolean> => {
-      const id = `${pk}\u0000${sk}`;
-      if (this.armedAtHome.has(id)) return true;
-      const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: { pk, sk }, ConsistentRead: true }));
-      if (!isArmed(got.Item)) return false;
-      this.armedAtHome.add(id);
-      return true;
-    };
-    const [key, member] = await Promise.all([
-      l.keyLimitArming === true && l.keyLimitMicros !== undefined ? seen(keyPk(request.workspaceId, request.keyId), windowKeys.key(request.keyId, l.keyWindow, start, l.keyWindowGeneration)) : false,
-      l.memberLimitArming === true && request.memberId !== undefined && l.memberLimitMicros !== undefined
-        ? seen(memberPk(request.workspaceId, request.memberId), windowKeys.member(request.memberId, start, l.memberMonthGeneration))
-        : false,
-    ]);
-    return { ...l, ...(key ? { keyLimitArming: false } : {}), ...(member ? { memberLimitArming: false } : {}) };
   }
 
   /** What a refusal says this region is short of, when another region could move it here. */
