@@ -57,6 +57,13 @@ interface Pending {
   readonly version: Version;
   /** Due at once, whatever the lag (a restore after a race), rather than at `version.ts + lag`. */
   readonly immediate: boolean;
+  /**
+   * The time of the oldest write folded into this one (absent: the version's own): the write is
+   * due a lag after it, so an item written more often than once a lag still reaches the other
+   * regions about a lag behind, as global tables combine changes without holding an item back
+   * while it keeps changing.
+   */
+  readonly since?: number;
 }
 
 /** A record the book expects in a region's stream, produced by its own write (or found by it). */
@@ -206,7 +213,7 @@ export class ReplicationBook {
         continue;
       }
       for (const [target, pending] of Object.entries(entry.pending)) {
-        if (!pending.immediate && pending.version.ts + lagMs > now) continue;
+        if (!pending.immediate && (pending.since ?? pending.version.ts) + lagMs > now) continue;
         const held = entry.held[target];
         if (held !== undefined && !wins(pending.version, held)) {
           delete entry.pending[target];
@@ -348,7 +355,8 @@ export class ReplicationBook {
 
   private enqueue(entry: Entry, target: string, write: Pending): void {
     const current = entry.pending[target];
-    if (current === undefined || wins(write.version, current.version)) entry.pending[target] = write;
+    if (current === undefined) entry.pending[target] = write;
+    else if (wins(write.version, current.version)) entry.pending[target] = { ...write, since: Math.min(current.since ?? current.version.ts, write.since ?? write.version.ts) };
     this.withPending.add(entryId(entry.table, entry.keys));
   }
 

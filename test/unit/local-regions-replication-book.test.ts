@@ -127,6 +127,23 @@ describe('ReplicationBook', () => {
     expect(book.stats.dropped).toBe(1);
   });
 
+  it('copies an item written more often than once a lag a lag after the oldest write it folds, with the latest image', () => {
+    const { book, tables, write } = setup();
+    // Written every 400 ms with a 1 s lag: each write folds into the one due, which stays due at 2 000.
+    for (let i = 0; i < 5; i += 1) book.observe('a', T, keys('k'), item('k', `a${i}`), 1_000 + 400 * i);
+    expect(book.due(1_999, 1_000)).toEqual([]);
+    const plans = book.due(2_600, 1_000);
+    expect(plans).toHaveLength(1);
+    expect(plans[0]).toMatchObject({ target: 'b', image: item('k', 'a4') });
+    for (const plan of plans) write(plan, 2_600);
+    expect(tables.b?.get('k')).toEqual(item('k', 'a4'));
+    book.observe('b', T, keys('k'), item('k', 'a4'), 2_610);
+    // The next write starts its own lag.
+    book.observe('a', T, keys('k'), item('k', 'a5'), 2_700);
+    expect(book.due(3_699, 1_000)).toEqual([]);
+    expect(book.due(3_800, 1_000).map((p) => p.image)).toEqual([item('k', 'a5')]);
+  });
+
   it('breaks a tie in write time by the larger region name', () => {
     // Two writes with one time can only come from saved state: the book's own times never repeat.
     const fa = fingerprint(item('k', 'a'));
@@ -163,10 +180,13 @@ describe('ReplicationBook', () => {
     tables.b?.set('k', item('k', 'b-unseen'));
     for (const plan of book.due(1_500, 500).filter((p) => p.target === 'b')) write(plan, 1_500);
     expect(book.stats.races).toBe(1);
-    // The restore is due in b at once; the copies to a and c after the lag (c's copy of a's
-    // write, not yet made, is folded into it).
+    // The restore is due in b at once; the copy to a after the lag; c's copy of a's write, due
+    // now and not yet made, has the restore folded into it and stays due when a's was.
     const now = book.due(1_500, 500);
-    expect(now.map((p) => [p.target, p.image?.v?.S])).toEqual([['b', 'b-unseen']]);
+    expect(now.map((p) => [p.target, p.image?.v?.S]).sort()).toEqual([
+      ['b', 'b-unseen'],
+      ['c', 'b-unseen'],
+    ]);
     for (const plan of now) write(plan, 1_500);
     expect(tables.b?.get('k')).toEqual(item('k', 'b-unseen'));
     for (const plan of book.due(2_100, 500)) write(plan, 2_100);
