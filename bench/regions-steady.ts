@@ -343,6 +343,10 @@ async function floorFor(regions: Regions, region: string, cleanup: Cleanup): Pro
 class TransferWatch {
   private readonly tallies = new Map<string, TransferTally>();
   private readonly pollers: StreamPoller[] = [];
+  /** Each own write's image (by item and counters) and when it was read on its writer's stream, until its copy is read on the other's. */
+  private readonly written = new Map<string, number>();
+  /** Per workspace: how long after a transfer-item write was read on its writer's stream its copy was read on the other region's (the lag as it was). */
+  private readonly lags = new Map<string, number[]>();
 
   constructor(private readonly regions: Regions) {}
 
@@ -360,10 +364,24 @@ class TransferWatch {
           for (const record of event.Records) {
             const image = record.dynamodb?.NewImage;
             const pk = image?.pk?.S;
-            // Only the region's own transfer items: the other region's arrive here replicated, later.
-            if (image === undefined || pk === undefined || !pk.startsWith('XFER#') || image.region?.S !== r.name) continue;
-            const tally = this.tallies.get(image.ws?.S ?? '');
-            if (tally !== undefined) tally.observe(unmarshall(image as Record<string, SdkAttributeValue>), at);
+            if (image === undefined || pk === undefined || !pk.startsWith('XFER#')) continue;
+            const ws = image.ws?.S ?? '';
+            const tally = this.tallies.get(ws);
+            if (tally === undefined) continue;
+            const item = unmarshall(image as Record<string, SdkAttributeValue>);
+            const id = versionId(item);
+            if (image.region?.S === r.name) {
+              // The region's own transfer item: counted here, where it is written.
+              tally.observe(item, at);
+              this.written.set(id, at);
+              continue;
+            }
+            // The other region's, replicated here: how late it came.
+            const wrote = this.written.get(id);
+            if (wrote !== undefined) {
+              this.written.delete(id);
+              this.lags.get(ws)?.push(at - wrote);
+            }
           }
         },
       });
@@ -375,8 +393,23 @@ class TransferWatch {
   follow(workspaceId: string): TransferTally {
     const tally = new TransferTally(this.regions.names);
     this.tallies.set(workspaceId, tally);
+    this.lags.set(workspaceId, []);
     return tally;
   }
+
+  /** The replication lags seen for a workspace's transfer items so far, milliseconds. */
+  lagsOf(workspaceId: string): readonly number[] {
+    return this.lags.get(workspaceId) ?? [];
+  }
+}
+
+/** A transfer item's identity with its counters: the same write read in either region. */
+function versionId(item: Record<string, unknown>): string {
+  const counters = Object.keys(item)
+    .filter((k) => /^(sent|recv|asked|answered)_/.test(k))
+    .sort()
+    .map((k) => `${k}=${String(item[k])}`);
+  return `${String(item.pk)}\u0000${String(item.sk)}\u0000${counters.join(',')}`;
 }
 
 /** What each region's own transfer items of a workspace say it has sent in all, per quantity kind. */
@@ -484,12 +517,19 @@ export interface ScenarioFigures {
   /** Most requests in flight at once (the loop is open: a slow stack shows here). */
   readonly maxInFlight: number;
   readonly moves: { readonly all: MoveCounts; readonly firstMinute: MoveCounts; readonly rest: MoveCounts };
-  /** Each move (the first 200), seconds from the scenario's first request: when moves happen. */
-  readonly gives: readonly { readonly atS: number; readonly region: string; readonly peer: string; readonly quantity: string; readonly micros: number }[];
+  /** Every ask, give and receipt (the first 300), seconds from the scenario's first request (when read from the writer's stream): when transfers happen. */
+  readonly timeline: readonly { readonly atS: number; readonly kind: string; readonly region: string; readonly peer: string; readonly quantity: string; readonly micros: number }[];
+  /** When each region's requests were answered, by outcome: per second of the scenario, `ok` and refused counts. */
+  readonly perSecond: Record<string, { readonly ok: readonly number[]; readonly refused: readonly number[] }>;
   readonly regions: Record<string, RegionFigures>;
   readonly direct: { readonly total: Pick<Summary, 'n' | 'p50' | 'p99'>; readonly ttfb: Pick<Summary, 'n' | 'p50' | 'p99'> };
   /** What the regions' own transfer items say was sent in all, beside the gives read from their streams: equal unless a write was missed. */
   readonly sentCheck: { readonly counters: Record<string, number>; readonly stream: Record<string, number>; readonly agree: boolean };
+  /**
+   * The replication lag as it was: how long after a transfer-item write was read on its writer's
+   * stream its copy was read on the other region's (writes folded into a later one are not seen).
+   */
+  readonly replicationLagMs: Pick<Summary, 'n' | 'p50' | 'p99' | 'max'>;
   /** Given and not credited at the end (after waiting up to 20 s for it and the asks to be done), micro-units. */
   readonly inTransitMicros: number;
   /** Asked and not answered at the end, micro-units. */
@@ -584,7 +624,7 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
   await Promise.all([...pending]);
   const trafficSeconds = (performance.now() - t0) / 1000;
   // Transfers still under way (a give two replication hops after its ask) are let finish and read.
-  const settleMs = 2 * o.lagMs + 2_000;
+  const settleMs = 2 * o.lagMs + 1_000;
   await sleep(settleMs);
   // Then what was given and not yet credited is let land (bounded), so the money read at the end is settled.
   let end = await inTransit(regions, t.workspaceId);
@@ -653,13 +693,25 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
     trafficSeconds,
     maxInFlight,
     moves,
-    gives: tally.events
-      .filter((e) => e.kind === 'give' && e.micros > 0)
-      .slice(0, 200)
-      .map((e) => ({ atS: (e.at - t0) / 1000, region: e.region, peer: e.peer, quantity: e.quantity, micros: e.micros })),
+    timeline: tally.events.slice(0, 300).map((e) => ({ atS: (e.at - t0) / 1000, kind: e.kind, region: e.region, peer: e.peer, quantity: e.quantity, micros: e.micros })),
+    perSecond: Object.fromEntries(
+      regions.names.map((region) => {
+        const seconds = Math.ceil(trafficSeconds);
+        const ok = new Array<number>(seconds).fill(0);
+        const refused = new Array<number>(seconds).fill(0);
+        for (const x of samples) {
+          if (x.region !== region) continue;
+          const i = Math.min(seconds - 1, Math.floor((x.end - t0) / 1000));
+          if (x.status === 200) ok[i] = (ok[i] ?? 0) + 1;
+          else refused[i] = (refused[i] ?? 0) + 1;
+        }
+        return [region, { ok, refused }];
+      }),
+    ),
     regions: figures,
     direct: { total: brief(directTotalS), ttfb: brief(directTtfbS) },
     sentCheck: { counters, stream, agree: regions.names.every((r) => counters[r] === stream[r]) },
+    replicationLagMs: (({ n, p50, p99, max }) => ({ n, p50, p99, max }))(summarize(watch.lagsOf(t.workspaceId))),
     inTransitMicros: end.inTransitMicros,
     unansweredMicros: end.unansweredMicros,
     errorLines: regions.errorLines() - errorsBefore,
@@ -757,7 +809,7 @@ export function renderRegionsSteady(r: RegionsSteadyResult): string {
   lines.push('');
   for (const s of r.scenarios) {
     lines.push(
-      `${s.split}: ${s.requests} requests planned over ${n(s.plannedSeconds)} s, the last answered after ${n(s.trafficSeconds)} s (at most ${s.maxInFlight} in flight); ${s.inTransitMicros} micros in transit and ${s.unansweredMicros} asked and not answered at the end; ${s.errorLines} error line(s) logged by the regions.`,
+      `${s.split}: ${s.requests} requests planned over ${n(s.plannedSeconds)} s, the last answered after ${n(s.trafficSeconds)} s (at most ${s.maxInFlight} in flight); replication lag of the transfer items as seen p50 ${n(s.replicationLagMs.p50)} ms, max ${n(s.replicationLagMs.max)} ms (${s.replicationLagMs.n} copies); ${s.inTransitMicros} micros in transit and ${s.unansweredMicros} asked and not answered at the end; ${s.errorLines} error line(s) logged by the regions.`,
     );
   }
   if (r.errorSamples.length > 0) lines.push('', 'Error lines, one of each kind:', '', ...r.errorSamples.map((l) => `    ${l}`));
