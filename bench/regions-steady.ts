@@ -73,7 +73,7 @@ export interface SteadyOptions {
   readonly splits: readonly number[];
   /** The warm-up window counted apart from the rest, seconds from the scenario's first request. */
   readonly warmUpWindowS: number;
-  /** Requests per region on a workspace of their own before any scenario (not measured). */
+  /** Requests per region on a workspace of their own before any scenario (not measured; at most 15 s, `--quick` 6). */
   readonly warmRequests: number;
   /** `SLUICE_TRANSFER_WAIT_MS` for every region; undefined leaves the stage's default. */
   readonly transferWaitMs: number | undefined;
@@ -726,18 +726,20 @@ async function warmUp(regions: Regions, o: SteadyOptions): Promise<void> {
   const short = bodies(MODEL_SHORT, false);
   const shortStream = bodies(MODEL_SHORT, true);
   const statuses = new Map<number, number>();
-  // Both regions at once, each one request at a time (the region holding no credit waits for it).
+  // Both regions at once, each one request at a time (the region holding no credit waits for it),
+  // for the count or a bound, whichever comes first: a starved region waits its transfer bound each time.
+  const until = performance.now() + (o.quick ? 6_000 : 15_000);
   await Promise.all(
     regions.state.regions.map(async (r) => {
       const target = targetFrom('gateway', `${r.gatewayUrl as string}/v1`, 4);
-      for (let i = 0; i < o.warmRequests; i += 1) {
+      for (let i = 0; i < o.warmRequests && performance.now() < until; i += 1) {
         const res = await (i % 2 === 0 ? post(target, short.gateway, key) : postStream(target, shortStream.gateway, key)).catch(() => ({ status: 0 }));
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       }
       target.agent.destroy();
     }),
   );
-  log(`regions steady: warmed up, ${o.warmRequests} requests per region (${[...statuses].map(([s, n]) => `${s}:${n}`).join(' ')})`);
+  log(`regions steady: warmed up, up to ${o.warmRequests} requests per region (${[...statuses].map(([s, n]) => `${s}:${n}`).join(' ')})`);
 }
 
 // ---------------------------------------------------------------------------------------------
