@@ -112,6 +112,10 @@ export interface Options {
   readonly noCpuShare: boolean;
   /** Only the cost model, from the last bench.json (`cost.ts`). */
   readonly costOnly: boolean;
+  /** Only two regions at steady state (`regions-steady.ts`). */
+  readonly regionsSteadyOnly: boolean;
+  /** Leave two regions at steady state out of a run. */
+  readonly noRegionsSteady: boolean;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -129,6 +133,8 @@ export function parseArgs(argv: readonly string[]): Options {
         'cpu-share-only': { type: 'boolean', default: false },
         'no-cpu-share': { type: 'boolean', default: false },
         'cost-only': { type: 'boolean', default: false },
+        'regions-steady-only': { type: 'boolean', default: false },
+        'no-regions-steady': { type: 'boolean', default: false },
       },
       strict: true,
       allowPositionals: false,
@@ -143,8 +149,10 @@ export function parseArgs(argv: readonly string[]): Options {
       cpuShareOnly: values['cpu-share-only'] === true,
       noCpuShare: values['no-cpu-share'] === true,
       costOnly: values['cost-only'] === true,
+      regionsSteadyOnly: values['regions-steady-only'] === true,
+      noRegionsSteady: values['no-regions-steady'] === true,
     };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only, --regions-steady-only, --no-regions-steady)`);
   }
 }

@@ -42,11 +42,13 @@ export class Floor {
     doc: DynamoDBDocumentClient,
     private readonly caller: Caller,
     cleanup: Undo,
+    /** The stage's tables and their prefix (the main run's by default; the two-region run names its own). */
+    tables: { readonly prefix: string; readonly ledger: string; readonly usage: string } = { prefix: TABLE_PREFIX, ...benchTables() },
   ) {
     const wire = wireClient(config, doc);
     cleanup.add('wire client', async () => wire.destroy());
-    this.trips = countRoundTrips([wire], TABLE_PREFIX);
-    this.ledger = new DynamoLedger(wire, benchTables());
+    this.trips = countRoundTrips([wire], tables.prefix);
+    this.ledger = new DynamoLedger(wire, { ledger: tables.ledger, usage: tables.usage });
   }
 
   /** One admission on the floor's own workspace (the same small hold every time). */

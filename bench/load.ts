@@ -28,6 +28,8 @@ export interface Timing {
   readonly ttfbMs: number;
   readonly totalMs: number;
   readonly bytes: number;
+  /** A refusal's body (status 400 and up), its first 2 KiB: the error envelope, to read its code. */
+  readonly errorBody?: string;
 }
 
 /** A streamed exchange: when each data frame arrived and how frames were grouped into reads. */
@@ -55,6 +57,25 @@ export function targetFrom(name: Target['name'], baseUrl: string, maxSockets: nu
 
 class RequestTimeoutError extends Error {
   override readonly name = 'RequestTimeoutError';
+}
+
+/** The first bytes of a refusal's body (nothing is kept of a 2xx or 3xx reply). */
+class RefusalBody {
+  private readonly parts: Buffer[] = [];
+  private kept = 0;
+
+  constructor(private readonly status: number) {}
+
+  add(chunk: Buffer): void {
+    if (this.status < 400 || this.kept >= 2048) return;
+    const part = chunk.subarray(0, 2048 - this.kept);
+    this.parts.push(part);
+    this.kept += part.length;
+  }
+
+  field(): { errorBody?: string } {
+    return this.status < 400 ? {} : { errorBody: Buffer.concat(this.parts).toString('utf8') };
+  }
 }
 
 /** The header carrying {@link Timing.sentAt}. */
@@ -104,13 +125,15 @@ export async function post(target: Target, body: Buffer, headers: Readonly<Recor
   await open(target, body, headers, timeoutMs, (res, start, sentAt, done) => {
     let ttfbMs = -1;
     let bytes = 0;
+    const refusal = new RefusalBody(res.statusCode ?? 0);
     res.on('data', (chunk: Buffer) => {
       if (ttfbMs < 0) ttfbMs = performance.now() - start;
       bytes += chunk.length;
+      refusal.add(chunk);
     });
     res.on('end', () => {
       const totalMs = performance.now() - start;
-      timing = { status: res.statusCode ?? 0, sentAt, ttfbMs: ttfbMs < 0 ? totalMs : ttfbMs, totalMs, bytes };
+      timing = { status: res.statusCode ?? 0, sentAt, ttfbMs: ttfbMs < 0 ? totalMs : ttfbMs, totalMs, bytes, ...refusal.field() };
       done();
     });
     res.on('error', (err) => done(err));
@@ -146,10 +169,12 @@ export async function postStream(
     let maxFramesPerRead = 0;
     let sawDone = false;
     let sawUsageComment = false;
+    const refusal = new RefusalBody(res.statusCode ?? 0);
     res.on('data', (chunk: Buffer) => {
       const now = performance.now() - start;
       if (ttfbMs < 0) ttfbMs = now;
       bytes += chunk.length;
+      refusal.add(chunk);
       const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
       let from = 0;
       let inRead = 0;
@@ -184,6 +209,7 @@ export async function postStream(
         maxFramesPerRead,
         sawDone,
         sawUsageComment,
+        ...refusal.field(),
       };
       done();
     });

@@ -27,6 +27,11 @@
  *                                  (`--no-cpu-share` to skip it), then the cost model
  *   npm run bench -- --cost-only   only the cost model (`cost.ts`), from the last bench.json,
  *                                  which every run ends with
+ *   npm run bench -- --regions-steady-only   only two regions at steady state
+ *                                  (`regions-steady.ts`: `npm run start:regions` with a 1 s
+ *                                  replication lag, cross-region moves per 100 requests and the
+ *                                  latency targets per region), which a full run also makes after
+ *                                  the CPU share (`--no-regions-steady` to skip it)
  *   npx tsx bench/cpu-breakdown.ts where a request's and a stream's CPU go, by part of the
  *                                  request path, with allocations (and instructions under
  *                                  callgrind): the A/B tool for CPU per request (docs/bench.md)
@@ -60,6 +65,7 @@ import { warmUp } from './phases/warm-up';
 import { buildResults } from './report-targets';
 import { costMain } from './cost';
 import { cpuShareMain } from './cpu-share';
+import { regionsSteadyMain, steadyDefaults } from './regions-steady';
 import { guardRun, log, startStack } from './stack';
 import { summarize } from './stats';
 import { storeMapMain } from './store-map';
@@ -165,8 +171,9 @@ async function main(): Promise<void> {
 
 /**
  * The parts of a run, each on a stack of its own, in order: the main phases (bench.json written
- * afresh), the store write map (`store-map.ts`), Lambda's CPU share (`cpu-share.ts`), then the
- * cost model (`cost.ts`) from what they wrote. Each merges its figures into bench.json.
+ * afresh), the store write map (`store-map.ts`), Lambda's CPU share (`cpu-share.ts`), two regions
+ * at steady state (`regions-steady.ts`), then the cost model (`cost.ts`) from what they wrote.
+ * Each merges its figures into bench.json.
  */
 async function everything(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
@@ -178,6 +185,10 @@ async function everything(): Promise<void> {
     await costMain(options, !options.noStoreMap);
     return;
   }
+  if (options.regionsSteadyOnly) {
+    await regionsSteadyMain(steadyDefaults(options.quick));
+    return;
+  }
   if (options.cpuShareOnly) {
     await cpuShareMain(options, plan);
     await costMain(options, false);
@@ -187,6 +198,7 @@ async function everything(): Promise<void> {
   if (options.roundTripsOnly) return;
   if (!options.noStoreMap) await storeMapMain(benchArgs);
   if (!options.noCpuShare) await cpuShareMain(options, plan);
+  if (!options.noRegionsSteady) await regionsSteadyMain(steadyDefaults(options.quick));
   await costMain(options, false);
 }
 

@@ -38,19 +38,21 @@ import {
   startSweeper,
   isLocalStart,
 } from './services';
+import { localStatePaths } from './state-paths';
 import { ensureTables, makeDynamoClient } from './tables';
 
 // The SDK's notice that it will need Node 22 says nothing a local user can act on.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const REPO_ROOT = resolve(__dirname, '..');
-const HOME = resolve(process.env.SLUICE_LOCAL_HOME || REPO_ROOT);
-const DATA_DIR = join(HOME, '.dynamodb');
-const STATE_DIR = join(HOME, '.sluice');
-const STATE_FILE = join(STATE_DIR, 'local.json');
+const PATHS = localStatePaths(REPO_ROOT);
+const HOME = PATHS.home;
+const DATA_DIR = PATHS.dataDir;
+const STATE_DIR = PATHS.stateDir;
+const STATE_FILE = PATHS.localStateFile;
 const SEED_FILE = join(STATE_DIR, 'seed.json');
-const ADMIN_TOKEN_FILE = join(STATE_DIR, 'admin-token');
-const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 'secrets.json');
+const ADMIN_TOKEN_FILE = PATHS.adminTokenFile;
+const SECRETS_FILE = PATHS.secretsFile;
 /** Where the local low-credit notifier appends the events EventBridge would carry. */
 const EVENTS_FILE = join(STATE_DIR, 'events.jsonl');
 

@@ -130,13 +130,18 @@ export function planKeyRebalance(shares: readonly KeyShareView[], target: number
   return edits;
 }
 
-/** When some key slice's headroom was lent under another limit: take it all back to slice 0. */
+/**
+ * When some key slice's headroom was lent under another limit: take back all headroom lent, every
+ * slice j's (each rewrite conditioned on the `used` it read), so what slice 0 has lent is then
+ * exactly what they used. A slice j whose tag is current keeps nothing either: its room, read item
+ * by item, may be older than slice 0's figures (a lend between the two reads would otherwise count
+ * on slice j and no longer on slice 0), and a rewrite of its room to 0 wipes such a lend with it.
+ */
 function retagged(shares: readonly KeyShareView[], limit: number): KeyShareEdit[] | undefined {
-  const stale = shares.filter((s) => s.slice !== 0 && s.exists && s.tag !== limit);
-  if (stale.length === 0) return undefined;
-  // After the rewrite every slice j has room 0, so what slice 0 has lent is what they used.
-  const given = shares.filter((s) => s.slice !== 0 && s.exists && s.tag === limit).reduce((a, s) => a + s.used + s.room, 0) + stale.reduce((a, s) => a + s.used, 0);
-  return [...stale.map((s) => ({ slice: s.slice, delta: 0, retag: true })), { slice: 0, delta: 0, givenSet: given }];
+  if (!shares.some((s) => s.slice !== 0 && s.exists && s.tag !== limit)) return undefined;
+  const lent = shares.filter((s) => s.slice !== 0 && s.exists);
+  const given = lent.reduce((a, s) => a + s.used, 0);
+  return [...lent.map((s) => ({ slice: s.slice, delta: 0, retag: true })), { slice: 0, delta: 0, givenSet: given }];
 }
 
 /** The limit the key's window is checked under; -1 when the key has none. */

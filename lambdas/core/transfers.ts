@@ -10,7 +10,9 @@
  * - `answered[p]`: the `asked` of `p`'s it has answered up to (with anything from 0 to the amount).
  *
  * In transit from `g` to `r` is `sent_g[r] − recv_r[g] ≥ 0`: on neither side, spendable by no one,
- * never lost.
+ * never lost. Credit moves between slices (`available`); a key limit's headroom moves on the two
+ * regions' key windows (key slice 0's `used` up by a give, down by a receive), so the limit each
+ * region's ledger checks is its fixed share and a region's capacity is `share − used₀`.
  */
 
 /** A region's counters towards one other region, on its own transfer item. */
@@ -19,6 +21,12 @@ export interface PeerCounters {
   readonly recv: number;
   readonly asked: number;
   readonly answered: number;
+  /**
+   * Not a counter: what the region had spare of the quantity once its last answer to `p` was
+   * given. An answer short of the ask with nothing left is the proof that the workspace had no more
+   * there (a 402); short with some left (it could not gather it in time) is not.
+   */
+  readonly left: number;
 }
 
 /** What a quantity is: a workspace's credit, or one key window's headroom under one limit. */
@@ -40,8 +48,8 @@ export function quantityOf(sk: string, keyId: unknown): Quantity | undefined {
 }
 
 /** The counters' attribute names towards region `peer` (region names hold `-`: always written through expression names). */
-export function counterNames(peer: string): { readonly sent: string; readonly recv: string; readonly asked: string; readonly answered: string } {
-  return { sent: `sent_${peer}`, recv: `recv_${peer}`, asked: `asked_${peer}`, answered: `answered_${peer}` };
+export function counterNames(peer: string): { readonly sent: string; readonly recv: string; readonly asked: string; readonly answered: string; readonly left: string } {
+  return { sent: `sent_${peer}`, recv: `recv_${peer}`, asked: `asked_${peer}`, answered: `answered_${peer}`, left: `left_${peer}` };
 }
 
 function count(v: unknown): number {
@@ -51,7 +59,16 @@ function count(v: unknown): number {
 /** A transfer item's counters towards `peer` (a missing item or counter is 0). */
 export function peerCounters(item: Record<string, unknown> | undefined, peer: string): PeerCounters {
   const n = counterNames(peer);
-  return { sent: count(item?.[n.sent]), recv: count(item?.[n.recv]), asked: count(item?.[n.asked]), answered: count(item?.[n.answered]) };
+  return { sent: count(item?.[n.sent]), recv: count(item?.[n.recv]), asked: count(item?.[n.asked]), answered: count(item?.[n.answered]), left: count(item?.[n.left]) };
+}
+
+/**
+ * What region `peer` has spare of a quantity, as this region can tell: its figure as replicated
+ * here, plus what this region sent it that its item here does not show credited yet (replication
+ * is behind: the peer has it, or will).
+ */
+export function seenSpare(replicatedSpare: number, sentToPeer: number, peerRecvFromMe: number): number {
+  return Math.max(0, replicatedSpare) + Math.max(0, sentToPeer - peerRecvFromMe);
 }
 
 /**
@@ -64,18 +81,18 @@ export function receivable(giverSentToMe: number, myRecvFromGiver: number): numb
 }
 
 /**
- * What a giving region gives in answer to an urgent ask: the part of the ask not answered yet,
- * down to all it has spare (an urgent ask has a request waiting); 0 when nothing is asked.
+ * What a giving region gives in answer to an ask: the part not answered yet, and more when that
+ * leaves the asker below its weighted part of what the two hold spare (`askerWeight /
+ * (askerWeight + giverWeight)` of both spares, the asker's as replicated at the giver), so a region
+ * whose traffic runs above its share asks once and then serves, not once per request; never more
+ * than the giver has spare (an ask has a request waiting: down to zero). 0 when nothing new is
+ * asked. Pure arithmetic on integers (a product of a balance and a weight can pass 2^53: BigInt).
  */
-export function urgentGive(askedOfMe: number, answeredSoFar: number, spare: number): number {
-  return Math.max(0, Math.min(askedOfMe - answeredSoFar, spare));
-}
-
-/**
- * A region's capacity under a key limit's one window: its derived share of the limit plus all it
- * has received under it. What it has given is counted as used on its key window (so an
- * admission's condition on that item sees it at once); see docs/regions.md, "Each limit, split".
- */
-export function keyCapacity(share: number, received: readonly number[]): number {
-  return share + received.reduce((a, b) => a + b, 0);
+export function giveFor(ask: { readonly asked: number; readonly answered: number }, spare: { readonly giver: number; readonly asker: number }, weight: { readonly giver: number; readonly asker: number }): number {
+  const open = ask.asked - ask.answered;
+  if (open <= 0) return 0;
+  const giver = Math.max(0, spare.giver);
+  const asker = Math.max(0, spare.asker);
+  const fair = Number(((BigInt(giver) + BigInt(asker)) * BigInt(weight.asker)) / BigInt(weight.asker + weight.giver)) - asker;
+  return Math.max(0, Math.min(giver, Math.max(open, fair)));
 }

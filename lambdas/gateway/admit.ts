@@ -101,7 +101,8 @@ export async function admit(ctx: RequestContext, req: GatewayRequest, rules: Fam
     logFault(ctx.requestId, 'admit', err);
     return { ...refused(balanceUnavailable()), releasing: releaseAdmission(ctx, caller.workspace.workspaceId) };
   }
-  if (!outcome.admitted) return refused(await counted(ctx, caller, refusalError(outcome.refusal, limits)));
+  // Money still in transit between regions is the store's wait, not the request's: not counted either.
+  if (!outcome.admitted) return refused(outcome.refusal.kind === 'in_transit' ? refusalError(outcome.refusal, limits) : await counted(ctx, caller, refusalError(outcome.refusal, limits)));
   const { text, body, requestedModel, route, candidates } = checked;
   return { admitted: { hold: outcome.hold, limits, rules, text, body, requestedModel, route, candidates } };
 }

@@ -97,7 +97,9 @@ export type Refusal =
   | { readonly kind: 'member_limit_exceeded'; readonly usedMicros: number; readonly limitMicros: number }
   | { readonly kind: 'workspace_limit_exceeded'; readonly usedMicros: number; readonly limitMicros: number }
   | { readonly kind: 'spend_rate_exceeded'; readonly retryAfterSeconds: number; readonly capMicros: number }
-  | { readonly kind: 'rate_limit_exceeded'; readonly retryAfterSeconds: number };
+  | { readonly kind: 'rate_limit_exceeded'; readonly retryAfterSeconds: number }
+  /** A stage with several regions: what the request needs is in another region and did not arrive within the wait (`503 balance_unavailable`). */
+  | { readonly kind: 'in_transit'; readonly retryAfterSeconds: number };
 
 export type AdmitOutcome = { readonly admitted: true; readonly hold: HoldRecord } | { readonly admitted: false; readonly refusal: Refusal };
 

@@ -27,5 +27,7 @@ export function refusalError(refusal: Refusal, limits: AdmissionLimits): SluiceE
       );
     case 'rate_limit_exceeded':
       return rateLimited(limits.keyRatePerMinute, refusal.retryAfterSeconds);
+    case 'in_transit':
+      return new SluiceError('balance_unavailable', 'The balance this request needs is being moved between regions; try again shortly.', { 'Retry-After': String(refusal.retryAfterSeconds) });
   }
 }

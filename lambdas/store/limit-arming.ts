@@ -179,7 +179,9 @@ async function openRows(ctx: AdminContext, target: ArmingTarget, from: number): 
             ExclusiveStartKey: start,
           }),
         );
-        out.push(...(page.Items ?? []));
+        // In a stage with several regions, only the arming region's own rows: another region's row
+        // is that region's alone to write (docs/regions.md, "A limit armed while regions serve").
+        out.push(...(page.Items ?? []).filter((row) => ctx.regions === undefined || row.region === undefined || row.region === ctx.regions.region));
         start = page.LastEvaluatedKey;
       } while (start !== undefined);
     }),

@@ -16,15 +16,12 @@
  * reaches the others by replication and their transfer agents), waits a bounded time, crediting
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import { peerCounters, quantityId, type Quantity } from '../core/transfers';
 import { windowEnd, windowKeys } from '../core/windows';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
-import { keyPk } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
-import { RegionLens } from './regions-lens';
 import { RegionTransfers } from './regions-transfers';
 import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
 import { rowStart } from './request-rows';
@@ -33,6 +30,12 @@ import { rowStart } from './request-rows';
 const GATHER_MS = 20;
 /** Pause between reads of the other regions' answers while waiting, milliseconds. */
 const POLL_MS = 40;
+/** Every this many polls, the unanswered regions' spare is read again (their replicated figures). */
+const SPARE_EVERY_POLLS = 5;
+/** After this long without an answer to an ask, a region is treated as lost by this process (its share stranded) until it answers: the default. */
+const SILENT_MS = 30_000;
+/** A refusal for money that is in another region and has not arrived: `503 balance_unavailable`, retry in a second. */
+const IN_TRANSIT: Refusal = { kind: 'in_transit', retryAfterSeconds: 1 };
 /** Windows are kept this long past their end (as the ledger keeps key windows). */
 const RETENTION_S = 400 * 86_400;
 
@@ -45,25 +48,29 @@ type LimitSubject = Pick<AdmitRequest, 'holdId' | 'keyId' | 'workspaceId' | 'now
 interface AskBatch {
   micros: number;
   sent: boolean;
-  done?: Promise<void>;
+  done?: Promise<AskEnd>;
 }
+
+/** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
+type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
 
 /** The region's ledger: the port the gateway, the sweeper and the transfer agent use in a stage with several regions. */
 export class RegionalLedger implements Ledger {
   /** The one-region ledger on this region's own items. */
   readonly inner: DynamoLedger;
   readonly transfers: RegionTransfers;
-  /** What this process knows of each key quantity's received total (it only grows: a stale figure is smaller, so safe). */
-  private readonly received = new Map<string, number>();
   private readonly batches = new Map<string, AskBatch>();
-  private readonly peerLedgers = new Map<string, DynamoLedger>();
+  /** Peers whose answer to an ask of this process's did not come within a wait, and since when (cleared by their next answer). */
+  private readonly silent = new Map<string, number>();
 
   constructor(
     /** This region's database (its replica of every table), unlensed. */
-    private readonly raw: DocumentSender,
-    private readonly tables: LedgerTables,
+    raw: DocumentSender,
+    tables: LedgerTables,
     readonly setup: RegionSetup,
     onConflict?: () => void,
+    /** How long a region may leave an ask unanswered before this process counts it lost. @default 30 s */
+    private readonly silentMs: number = SILENT_MS,
   ) {
     this.transfers = new RegionTransfers(raw, tables, setup, onConflict);
     this.inner = this.transfers.ledger;
@@ -83,35 +90,45 @@ export class RegionalLedger implements Ledger {
     return { q: { kind: 'key', keyId: request.keyId, windowSk, limitMicros: limits.keyLimitMicros }, ttl: end === undefined ? undefined : Math.floor(end / 1000) + RETENTION_S };
   }
 
-  private receivedId(workspaceId: string, q: Quantity): string {
+  private batchId(workspaceId: string, q: Quantity): string {
     return `${workspaceId}\u0000${quantityId(q)}`;
   }
 
-  /** This region's share of every limit, its key-limit share grown by what it has received (as this process knows it). */
+  /**
+   * This region's share of every limit. A limit set on a window nobody tracked is armed by the
+   * management API in the home region (`store/limit-arming.ts`: the window's base, what was charged
+   * before tracking began, and its `armed` mark go on the home region's items, which no other
+   * region writes), and the home region counts without refusing until the mark, as one region
+   * does. Another region cannot see the mark before it replicates, and counting without refusing
+   * until then would let it admit past its share; it enforces its share from the start instead,
+   * against its own count since tracking began (the base sits on the home region's share), so the
+   * sum stays within the limit but for what the home region counted before its mark.
+   * A key limit's share is fixed: headroom moved here lowers
+   * the region's key window's `used`, and headroom it gave raises it, so the limit the ledger
+   * checks (and tags its key slices' lending with) never changes under a transfer.
+   */
   limitsFor(request: LimitSubject): AdmissionLimits {
     const l = request.limits;
-    const key = this.keyQuantity(request);
-    const got = key === undefined ? 0 : (this.received.get(this.receivedId(request.workspaceId, key.q)) ?? 0);
+    // Outside the home region a limit being armed is enforced at once on the region's share (below).
+    const away = regionTag(this.setup) !== '';
     return {
       ...l,
+      ...(away && l.keyLimitArming === true ? { keyLimitArming: false } : {}),
+      ...(away && l.memberLimitArming === true ? { memberLimitArming: false } : {}),
       keyRatePerMinute: this.share(l.keyRatePerMinute),
       spendRateCapMicros: this.share(l.spendRateCapMicros),
-      ...(l.keyLimitMicros !== undefined ? { keyLimitMicros: this.share(l.keyLimitMicros) + got } : {}),
+      ...(l.keyLimitMicros !== undefined ? { keyLimitMicros: this.share(l.keyLimitMicros) } : {}),
       ...(l.memberLimitMicros !== undefined ? { memberLimitMicros: this.share(l.memberLimitMicros) } : {}),
       ...(l.workspaceLimitMicros !== undefined ? { workspaceLimitMicros: this.share(l.workspaceLimitMicros) } : {}),
     };
   }
 
-  /** Reads this region's received total of a key quantity; true when it grew. */
-  private async refreshReceived(workspaceId: string, q: Quantity): Promise<boolean> {
-    const id = this.receivedId(workspaceId, q);
-    const mine = await this.transfers.readOwn(workspaceId, q);
-    const total = peersOf(this.setup).reduce((a, p) => a + peerCounters(mine, p).recv, 0);
-    const before = this.received.get(id) ?? 0;
-    if (total > before) this.received.set(id, total);
-    return total > before;
-  }
-
+  /**
+   * Admits in this region; when its share is short and the others' figures say they could cover
+   * it, asks and waits (the module comment). A wait that ends with an ask unanswered refuses
+   * `in_transit` (`503 balance_unavailable`, retry): the workspace can cover the request, the money
+   * has not arrived; one answered with less than asked refuses with the limit's own 402.
+   */
   async admit(request: AdmitRequest): Promise<AdmitOutcome> {
     let outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
     if (outcome.admitted || this.setup.transferWaitMs === 0) return outcome;
@@ -120,25 +137,24 @@ export class RegionalLedger implements Ledger {
       const refusal: Refusal = outcome.refusal;
       const short = this.shortOf(request, refusal);
       if (short === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
-      // Another process of this region may have credited a transfer already: try with it first.
-      if (short.q.kind === 'key' && (await this.refreshReceived(request.workspaceId, short.q))) {
-        outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
-        if (outcome.admitted) return outcome;
-        continue;
-      }
-      if (Date.now() >= deadline) return { admitted: false, refusal: await this.widen(request, refusal) };
+      let end: AskEnd;
       try {
         const spare = await this.peerSpare(request.workspaceId, short.q);
         // Refused at once when the others' figures could not cover it either (they are only read, never spent).
         if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) return { admitted: false, refusal: await this.widen(request, refusal) };
-        await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+        if (Date.now() >= deadline) return { admitted: false, refusal: await this.widen(request, refusal) };
+        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
       } catch {
         // Asking failed (the store refused a read or the ask): the region's own refusal stands, early and safe.
         return { admitted: false, refusal };
       }
-      if (short.q.kind === 'key') await this.refreshReceived(request.workspaceId, short.q);
       outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
       if (outcome.admitted) return outcome;
+      // Answered with less and nothing left there: the others had no more to spare, a 402.
+      if (end === 'short') return { admitted: false, refusal: await this.widen(request, outcome.refusal) };
+      // Not answered, or answered and what came went to this region's other requests, or a giver
+      // still had some: ask again while the wait lasts; past it, the money is there but not here.
+      if (end === 'unanswered' || Date.now() >= deadline) return { admitted: false, refusal: IN_TRANSIT };
     }
   }
 
@@ -146,52 +162,42 @@ export class RegionalLedger implements Ledger {
   private shortOf(request: AdmitRequest, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
     if (refusal.kind === 'insufficient_credit') return { q: { kind: 'credit' }, micros: Math.max(1, request.amountMicros - refusal.availableMicros), ttl: undefined };
     if (refusal.kind === 'key_limit_exceeded') {
+      // The request's whole amount: what the key's window has counted here includes what was
+      // given and received, which the refusal's settled and held do not show. An answer brings
+      // more than the ask anyway when this region is below its part of what is spare.
       const key = this.keyQuantity(request);
-      if (key === undefined) return undefined;
-      const used = refusal.settledMicros + refusal.heldMicros;
-      const capacity = this.limitsFor(request).keyLimitMicros ?? 0;
-      return { ...key, micros: Math.max(1, Math.min(request.amountMicros, used + request.amountMicros - capacity)) };
+      return key === undefined ? undefined : { ...key, micros: Math.max(1, request.amountMicros) };
     }
     return undefined;
   }
 
-  /** A read-only view of another region's ledger items, as replicated in this region. */
-  private peerLedger(peer: string): DynamoLedger {
-    let l = this.peerLedgers.get(peer);
-    if (l === undefined) {
-      l = new DynamoLedger(new RegionLens(this.raw, { ledger: this.tables.ledger, usage: this.tables.usage, region: peer, tag: regionTag(this.setup, peer) }), this.tables);
-      this.peerLedgers.set(peer, l);
-    }
-    return l;
-  }
-
-  /** A key window's figures on another region's key slice 0, and its capacity, as replicated here. */
-  private async peerKeyWindow(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>, peer: string): Promise<{ settled: number; held: number; used: number; capacity: number }> {
-    const key = { pk: `${keyPk(workspaceId, q.keyId)}${regionTag(this.setup, peer)}`, sk: q.windowSk };
-    const [got, theirs] = await Promise.all([
-      this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true })),
-      this.transfers.readPeer(workspaceId, q, peer),
-    ]);
-    const n = (v: unknown): number => (typeof v === 'number' ? v : 0);
-    const received = this.setup.regions.filter((r) => r !== peer).reduce((a, r) => a + peerCounters(theirs, r).recv, 0);
-    return { settled: n(got.Item?.settledMicros), held: n(got.Item?.heldMicros), used: n(got.Item?.usedMicros), capacity: regionShare(this.setup, q.limitMicros, peer) + received };
-  }
-
-  /** What each other region could give of a quantity, by its figures as replicated here (possibly stale). */
+  /**
+   * What each other region could give of a quantity, by its figures as replicated here (possibly
+   * stale); a region that left an ask of this process's unanswered for {@link SILENT_MS} counts
+   * none until it answers again (a lost region strands its share: asking it would only make every
+   * short request wait).
+   */
   private async peerSpare(workspaceId: string, q: Quantity): Promise<Record<string, number>> {
     const out: Record<string, number> = {};
     await Promise.all(
       peersOf(this.setup).map(async (peer) => {
-        if (q.kind === 'credit') {
-          const snapshot = await this.peerLedger(peer).readSlices(workspaceId);
-          out[peer] = snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
-        } else {
-          const w = await this.peerKeyWindow(workspaceId, q, peer);
-          out[peer] = Math.max(0, w.capacity - w.used);
+        const since = this.silent.get(peer);
+        if (since !== undefined && Date.now() - since >= this.silentMs && !(await this.answeredAll(workspaceId, q, peer))) {
+          out[peer] = 0;
+          return;
         }
+        out[peer] = await this.transfers.peerSpare(workspaceId, q, peer);
       }),
     );
     return out;
+  }
+
+  /** Whether `peer` has answered everything this region asked of it under `q` (then it is heard from again). */
+  private async answeredAll(workspaceId: string, q: Quantity, peer: string): Promise<boolean> {
+    const [mine, theirs] = await Promise.all([this.transfers.readOwn(workspaceId, q), this.transfers.readPeer(workspaceId, q, peer)]);
+    const done = peerCounters(theirs, this.setup.region).answered >= peerCounters(mine, peer).asked;
+    if (done) this.silent.delete(peer);
+    return done;
   }
 
   /**
@@ -200,8 +206,8 @@ export class RegionalLedger implements Ledger {
    * asks the other regions richest first, then waits until each answered (crediting what arrived)
    * or the deadline.
    */
-  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<void> {
-    const id = this.receivedId(workspaceId, q);
+  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
+    const id = this.batchId(workspaceId, q);
     const open = this.batches.get(id);
     if (open !== undefined && !open.sent && open.done !== undefined) {
       open.micros += micros;
@@ -213,30 +219,55 @@ export class RegionalLedger implements Ledger {
       await sleep(GATHER_MS);
       batch.sent = true;
       if (this.batches.get(id) === batch) this.batches.delete(id);
-      await this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline);
+      return this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline);
     })();
     return batch.done;
   }
 
-  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<void> {
+  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
     const targets = new Map<string, number>();
+    /** What each asked region had sent here before the ask: what it sends from then on answers it (or another process's ask answered with it). */
+    const before = new Map<string, number>();
     let left = micros;
     for (const [peer, has] of Object.entries(spare).sort((a, b) => b[1] - a[1])) {
       if (left <= 0 || has <= 0) continue;
       const x = Math.min(left, has);
+      before.set(peer, peerCounters(await this.transfers.readPeer(workspaceId, q, peer), this.setup.region).sent);
       targets.set(peer, await this.transfers.ask(workspaceId, q, peer, x, ttl));
       left -= x;
     }
-    while (targets.size > 0) {
+    let sent = 0;
+    /** Whether every region that answered had nothing left once it answered. */
+    let exhausted = true;
+    for (let poll = 1; targets.size > 0; poll += 1) {
       for (const [peer, target] of [...targets]) {
         const theirs = await this.transfers.readPeer(workspaceId, q, peer);
         const c = peerCounters(theirs, this.setup.region);
+        // Credited here before the admission tries again (once: the agent may have done it first).
         if (c.sent > 0) await this.transfers.receive(workspaceId, q, peer);
-        if (c.answered >= target) targets.delete(peer);
+        if (c.answered >= target) {
+          targets.delete(peer);
+          this.silent.delete(peer);
+          sent += c.sent - (before.get(peer) ?? 0);
+          if (c.left > 0) exhausted = false;
+        }
       }
-      if (targets.size === 0 || Date.now() >= deadline) return;
+      if (targets.size === 0) break;
+      const late = Date.now() >= deadline;
+      if (late || poll % SPARE_EVERY_POLLS === 0) {
+        // Those not answered yet, by their figures as replicated now: when they show nothing
+        // spare, an answer would bring nothing either, and the wait ends (the refusal is the limit's).
+        const left = await Promise.all([...targets.keys()].map((peer) => this.transfers.peerSpare(workspaceId, q, peer)));
+        if (left.every((x) => x === 0)) return 'short';
+      }
+      if (late) {
+        for (const peer of targets.keys()) if (!this.silent.has(peer)) this.silent.set(peer, Date.now());
+        return 'unanswered';
+      }
       await sleep(POLL_MS);
     }
+    if (sent >= micros) return 'full';
+    return exhausted ? 'short' : 'partial';
   }
 
   /**
@@ -257,7 +288,7 @@ export class RegionalLedger implements Ledger {
         let held = refusal.heldMicros;
         if (key !== undefined && key.q.kind === 'key') {
           for (const peer of peersOf(this.setup)) {
-            const w = await this.peerKeyWindow(request.workspaceId, key.q, peer);
+            const w = await this.transfers.keyWindowOf(request.workspaceId, key.q, peer);
             settled += w.settled;
             held += w.held;
           }

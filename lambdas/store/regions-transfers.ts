@@ -7,12 +7,13 @@
  * - **Asking** (`ask`): `asked[g] += x` on the asker's own item.
  * - **Giving** (`answer`, by the giver): `answered[r]` advanced to the `asked` it read of `r`'s,
  *   `sent[r] += x`, and, in the same transaction, the giver's slice 0 loses `x` of credit
- *   (`available` and `credited`, conditioned on having it), or its key window counts `x` as used
- *   (conditioned on the window's capacity, read exactly: its `recv` counters are conditions too).
+ *   (`available` and `credited`, conditioned on having it), or its key slice 0's window counts `x`
+ *   as used (conditioned on `used ≤ share − x`, the region's fixed share of the limit). `x` is the
+ *   ask, or more toward the asker's weighted part of both regions' spare (`giveFor`).
  * - **Receiving** (`receive`, by the receiver): `recv[g]` moved from the value `v` it read to the
  *   `sent[r]` it read on `g`'s item, conditioned on still being `v` (two processes racing: one
- *   wins, nothing is applied twice), and its slice 0 gains the difference (credit; a key window's
- *   capacity is derived from `recv`, so it gains with it).
+ *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its key
+ *   slice 0's window counts the difference as used less (a key limit's headroom).
  *
  * The transfer item: `XFER#<ws><t>` / `CREDIT` or `<key window sk>~L<limit>`, with `region` (the
  * writer, for the agent's stream filter), `ws`, `keyId` (a key window's), and the counters
@@ -20,7 +21,7 @@
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { counterNames, keyCapacity, peerCounters, quantityId, receivable, urgentGive, type PeerCounters, type Quantity } from '../core/transfers';
+import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity } from '../core/transfers';
 import { UpdateBuilder } from './expr';
 import type { Item } from './items';
 import { keyPk, sliceKey } from './keys';
@@ -57,12 +58,25 @@ function equalsSeen(u: UpdateBuilder, name: string, seen: number): string {
   return seen === 0 ? `attribute_not_exists(${a}) OR ${a} = ${u.v(0)}` : `${a} = ${u.v(seen)}`;
 }
 
+/**
+ * Key slice 0's window moved by `micros` of use (a give: up; a receive: down), made with today's
+ * figures if no admission made it yet, kept as long as the ledger keeps its windows.
+ */
+function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
+  const w = new UpdateBuilder();
+  w.set(`${w.a('settledMicros')} = if_not_exists(${w.a('settledMicros')}, ${w.v(0)})`);
+  if (ttl !== undefined) w.set(`${w.a('ttl')} = if_not_exists(${w.a('ttl')}, ${w.v(ttl)})`);
+  w.add('usedMicros', micros).add('heldMicros', 0);
+  return w;
+}
+
 /** One region's transfers: its own items written through its lens, the others' read in its replica. */
 export class RegionTransfers {
   /** The region's own items, under today's keys. */
   readonly own: RegionLens;
   /** The region's ledger (for gathering credit into slice 0 before a give). */
   readonly ledger: DynamoLedger;
+  private readonly peerLedgers = new Map<string, DynamoLedger>();
 
   constructor(
     /** This region's database, unlensed: other regions' items are read through it. */
@@ -132,6 +146,10 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else {
+        // Key slice 0's window counts it as used less (below zero if need be): the region's
+        // ledger keeps checking its fixed share, so the limit it sees never moves under it.
+        items.push({ Update: { TableName: this.tables.ledger, Key: this.windowKey(workspaceId, q), ...windowMove(-delta, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined).build() } });
       }
       try {
         await this.own.send(new TransactWriteCommand({ TransactItems: items }));
@@ -145,13 +163,48 @@ export class RegionTransfers {
     return 0;
   }
 
-  /** A key window's capacity here and what its key slice 0 has counted (used, plus all it gave). */
-  private async keyRoom(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>, mine: Item | undefined): Promise<{ capacity: number; used: number }> {
-    const received = peersOf(this.setup).map((p) => peerCounters(mine, p).recv);
-    const capacity = keyCapacity(regionShare(this.setup, q.limitMicros), received);
-    const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk }, ConsistentRead: true }));
-    const used = typeof got.Item?.usedMicros === 'number' ? got.Item.usedMicros : 0;
-    return { capacity, used };
+  /** Key slice 0's window of a key quantity: where a region counts its use, what it gave and (less) what it received. */
+  private windowKey(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>): { pk: string; sk: string } {
+    return { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk };
+  }
+
+  /** What `region` has spare of a quantity by its items in this replica (its own, current; another's, possibly behind). */
+  async spareOf(workspaceId: string, q: Quantity, region: string = this.setup.region): Promise<number> {
+    if (q.kind === 'credit') {
+      const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
+      return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
+    }
+    const w = await this.keyWindowOf(workspaceId, q, region);
+    return Math.max(0, regionShare(this.setup, q.limitMicros, region) - w.used);
+  }
+
+  /** What `peer` has spare of a quantity as this region can tell (`seenSpare`: its replicated figure, plus what this region sent it that it does not show yet). */
+  async peerSpare(workspaceId: string, q: Quantity, peer: string): Promise<number> {
+    const [replicated, mine, theirs] = await Promise.all([this.spareOf(workspaceId, q, peer), this.readOwn(workspaceId, q), this.readPeer(workspaceId, q, peer)]);
+    return seenSpare(replicated, peerCounters(mine, peer).sent, peerCounters(theirs, this.setup.region).recv);
+  }
+
+  /** Key slice 0's window of `region` as this replica holds it: settled, held and used (use, plus what it gave, less what it received). */
+  async keyWindowOf(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>, region: string = this.setup.region): Promise<{ settled: number; held: number; used: number }> {
+    const key = { pk: `${keyPk(workspaceId, q.keyId)}${regionTag(this.setup, region)}`, sk: q.windowSk };
+    const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
+    const n = (v: unknown): number => (typeof v === 'number' ? v : 0);
+    return { settled: n(got.Item?.settledMicros), held: n(got.Item?.heldMicros), used: n(got.Item?.usedMicros) };
+  }
+
+  /** `region`'s ledger items, through its lens (this region's own writes; another's only read). */
+  ledgerOf(region: string): DynamoLedger {
+    if (region === this.setup.region) return this.ledger;
+    let l = this.peerLedgers.get(region);
+    if (l === undefined) {
+      l = new DynamoLedger(new RegionLens(this.raw, { ledger: this.tables.ledger, usage: this.tables.usage, region, tag: regionTag(this.setup, region) }), this.tables);
+      this.peerLedgers.set(region, l);
+    }
+    return l;
+  }
+
+  private weightOf(region: string): number {
+    return this.setup.weights[this.setup.regions.indexOf(region)] ?? 1;
   }
 
   /** This region's slice 0 credit, after gathering up to `want` into it from its other slices. */
@@ -167,46 +220,50 @@ export class RegionTransfers {
   }
 
   /**
-   * Answers what `peer` has asked of this region and this region has not answered yet: gives up
-   * to all it has (an urgent ask), in one transaction on its own items (the module comment).
+   * Answers what `peer` has asked of this region and this region has not answered yet: gives the
+   * ask, or more toward `peer`'s weighted part of what both hold spare, down to all it has (an ask
+   * has a request waiting; `giveFor`), in one transaction on its own items (the module comment).
    * Resolves to what it gave (0 also when it answered with nothing).
    */
   async answer(workspaceId: string, q: Quantity, peer: string): Promise<number> {
+    const weight = { giver: this.weightOf(this.setup.region), asker: this.weightOf(peer) };
     for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+      // The last attempt answers whatever it can give, down to nothing (with what is left said):
+      // an ask is never left unanswered because this region's own admissions kept taking its credit.
+      const last = attempt === ATTEMPTS - 1;
       const [theirs, mine] = await Promise.all([this.readPeer(workspaceId, q, peer), this.readOwn(workspaceId, q)]);
       const asked = peerCounters(theirs, this.setup.region).asked;
       const own = peerCounters(mine, peer);
       if (asked <= own.answered) return 0;
       const ttl = typeof theirs?.ttl === 'number' ? theirs.ttl : undefined;
+      const ask = { asked, answered: own.answered };
+      const [giverSpare, replicatedSpare] = await Promise.all([this.spareOf(workspaceId, q), this.spareOf(workspaceId, q, peer)]);
+      const askerSpare = seenSpare(replicatedSpare, own.sent, peerCounters(theirs, this.setup.region).recv);
       const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
-      const u = new UpdateBuilder();
       let give: number;
       if (q.kind === 'credit') {
-        give = urgentGive(asked, own.answered, await this.creditOnSliceZero(workspaceId, asked - own.answered));
+        const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        give = want === 0 ? 0 : Math.min(want, await this.creditOnSliceZero(workspaceId, want));
         if (give > 0) {
           const s = new UpdateBuilder();
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
         }
       } else {
-        const room = await this.keyRoom(workspaceId, q, mine);
-        give = urgentGive(asked, own.answered, Math.max(0, room.capacity - room.used));
-        // The capacity was derived from these received amounts: they must still be what was read.
-        for (const p of peersOf(this.setup)) u.when(equalsSeen(u, counterNames(p).recv, peerCounters(mine, p).recv));
+        give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
         if (give > 0) {
-          const w = new UpdateBuilder();
+          // Counted as used on key slice 0's window, conditioned on the room still being there.
+          const w = windowMove(give, ttl);
           const used = w.a('usedMicros');
-          w.set(`${w.a('settledMicros')} = if_not_exists(${w.a('settledMicros')}, ${w.v(0)})`);
-          if (ttl !== undefined) w.set(`${w.a('ttl')} = if_not_exists(${w.a('ttl')}, ${w.v(ttl)})`);
-          w.add('usedMicros', give).add('heldMicros', 0);
-          w.when(`attribute_not_exists(${used}) OR ${used} <= ${w.v(room.capacity - give)}`);
-          items.push({ Update: { TableName: this.tables.ledger, Key: { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk }, ...w.build() } });
+          w.when(`attribute_not_exists(${used}) OR ${used} <= ${w.v(regionShare(this.setup, q.limitMicros) - give)}`);
+          items.push({ Update: { TableName: this.tables.ledger, Key: this.windowKey(workspaceId, q), ...w.build() } });
         }
       }
+      const u = new UpdateBuilder();
       const names = counterNames(peer);
       this.stamp(u, workspaceId, q, ttl);
       u.when(equalsSeen(u, names.answered, own.answered)).when(equalsSeen(u, names.sent, own.sent));
-      u.set(`${u.a(names.answered)} = ${u.v(asked)}, ${u.a(names.sent)} = ${u.v(own.sent + give)}`);
+      u.set(`${u.a(names.answered)} = ${u.v(asked)}, ${u.a(names.sent)} = ${u.v(own.sent + give)}, ${u.a(names.left)} = ${u.v(Math.max(0, giverSpare - give))}`);
       items.unshift({ Update: { TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ...u.build() } });
       try {
         await this.own.send(new TransactWriteCommand({ TransactItems: items }));

@@ -39,6 +39,7 @@ import { type DynamoLocal, isAlive, isDynamoLocalProcess, startDynamoLocal, stop
 import { freePort } from '../free-port';
 import { notifyEveryMs, startLocalNotifier } from '../notifier';
 import { isLocalStart, message, portFrom, printBanner, providerKeysSet, readJson, seedCall, seedWorkspace } from '../services';
+import { localStatePaths } from '../state-paths';
 import { ensureTables, makeDynamoClient } from '../tables';
 import { startFrontDoor } from './front-door';
 import { type Replicator, startReplicator } from './replicator';
@@ -47,18 +48,19 @@ import { HOME_REGION_ENV, lagFrom, REGION_ENV, regionsFrom, REGIONS_ENV, type Re
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const REPO_ROOT = resolve(__dirname, '..', '..');
-const HOME = resolve(process.env.SLUICE_LOCAL_HOME || REPO_ROOT);
-const DATA_ROOT = join(HOME, '.dynamodb');
-const STATE_DIR = join(HOME, '.sluice');
+const PATHS = localStatePaths(REPO_ROOT);
+const HOME = PATHS.home;
+const DATA_ROOT = PATHS.dataDir;
+const STATE_DIR = PATHS.stateDir;
 const REGIONS_DIR = join(STATE_DIR, 'regions');
 const STATE_FILE = join(REGIONS_DIR, 'state.json');
 /** `npm start`'s state file: written too, so `npm run sluice -- …` reaches the home region's management API. */
-const LOCAL_STATE_FILE = join(STATE_DIR, 'local.json');
+const LOCAL_STATE_FILE = PATHS.localStateFile;
 const SEED_FILE = join(REGIONS_DIR, 'seed.json');
 const PROBE_FILE = join(REGIONS_DIR, 'probe.json');
 const REPLICATOR_FILE = join(REGIONS_DIR, 'replicator.json');
-const ADMIN_TOKEN_FILE = join(STATE_DIR, 'admin-token');
-const SECRETS_FILE = process.env.SLUICE_LOCAL_SECRETS_FILE || join(STATE_DIR, 'secrets.json');
+const ADMIN_TOKEN_FILE = PATHS.adminTokenFile;
+const SECRETS_FILE = PATHS.secretsFile;
 const EVENTS_FILE = join(REGIONS_DIR, 'events.jsonl');
 const REGION_MAIN = join(__dirname, 'region-main.ts');
 

@@ -22,7 +22,7 @@ import { aggregate } from '../../lambdas/aggregator/aggregate';
 import { USAGE_STREAM_FILTERS } from '../../lambdas/aggregator/mapping';
 import { regionUsageFilters } from '../../lib/aggregator';
 import { readUsage } from '../../lambdas/aggregator/read';
-import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
+import type { AdmissionLimits, AdmitOutcome, AdmitRequest } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { ROLLUP_SK, rollupPk } from '../../lambdas/store/rollups';
@@ -188,8 +188,20 @@ async function credit(region: Region, ws: string, micros: number): Promise<void>
   await creditRegion(region.raw, tables(), asRegion(SETUP, region.name), { workspaceId: ws, micros });
 }
 
+/**
+ * Every request at once; one refused `in_transit` (money on its way from the other region when
+ * the wait ran out: `503 balance_unavailable`, which SPEC tells clients to retry) is retried as a
+ * client would, a moment later (a refusal wrote nothing, so the same request is sent again).
+ */
 async function race(requests: { region: Region; request: AdmitRequest }[]): Promise<{ admitted: Map<string, HoldRecord[]>; refused: string[] }> {
-  const outcomes = await Promise.all(requests.map(async (r) => ({ region: r.region.name, out: await r.region.ledger.admit(r.request) })));
+  const once = async (r: { region: Region; request: AdmitRequest }): Promise<AdmitOutcome> => {
+    for (let attempt = 1; ; attempt += 1) {
+      const out = await r.region.ledger.admit(r.request);
+      if (out.admitted || out.refusal.kind !== 'in_transit' || attempt >= 20) return out;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  };
+  const outcomes = await Promise.all(requests.map(async (r) => ({ region: r.region.name, out: await once(r) })));
   const admitted = new Map<string, HoldRecord[]>([
     [HOME, []],
     [WEST, []],
@@ -325,6 +337,51 @@ describe('two regions sharing global tables', () => {
         r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => recording(doc, r.writes), log: () => undefined });
       }
     }
+  });
+
+  test('an ask the other region has not answered within the wait is 503 in transit, never a 402 on a rich workspace; its answer brings the asker its part, so the requests after it ask nothing', async () => {
+    const ws = await workspace();
+    await credit(east, ws, 1_000 * COST);
+    await caughtUp();
+    await east.agent?.stop();
+    try {
+      const quick = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 });
+      expect(await quick.admit(request(ws, COST))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
+      // A process that counts a region lost once it left an ask unanswered (here at once): its
+      // share is stranded, so the next short request is refused at once with the limit's 402,
+      // not made to wait again.
+      const strict = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 }, undefined, 0);
+      expect((await strict.admit(request(ws, COST))).admitted).toBe(false);
+      const asked = async (): Promise<number> => (await strict.transfers.counters(ws, { kind: 'credit' }))[HOME]?.asked ?? -1;
+      const askedBefore = await asked();
+      const lost = await strict.admit(request(ws, COST));
+      expect(lost).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+      expect(await asked()).toBe(askedBefore); // no new ask: nothing was waited for
+    } finally {
+      east.agent = await startTransferAgent({ endpoint: east.db.endpoint, tablePrefix: prefix, setup: SETUP, region: HOME, intervalMs: 50, wrap: (doc) => recording(doc, east.writes), log: () => undefined });
+    }
+    // Answered now: not the one request's cost but the west's part (half) of what both hold spare,
+    // plus at most the two asks themselves (the first, left unanswered, may be answered on its own).
+    const first = await west.ledger.admit(request(ws, COST));
+    expect(first.admitted).toBe(true);
+    await caughtUp();
+    const moved = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+    const sent = moved.regions[0]?.sentMicros ?? 0;
+    expect(sent).toBeGreaterThanOrEqual(500 * COST);
+    expect(sent).toBeLessThanOrEqual(502 * COST);
+    expect(moved.regions.map((r) => [r.region, r.sentMicros, r.receivedMicros])).toEqual([
+      [HOME, sent, 0],
+      [WEST, 0, sent],
+    ]);
+    // Forty more in the west are served from what came: no further move.
+    const more = await race(Array.from({ length: 40 }, () => ({ region: west, request: request(ws, COST) })));
+    expect(more.admitted.get(WEST)?.length).toBe(40);
+    await caughtUp();
+    const after = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+    expect(after.regions.map((r) => r.sentMicros)).toEqual([sent, 0]);
+    if (first.admitted) await settleAll(west, [first.hold]);
+    await settleAll(west, more.admitted.get(WEST) ?? []);
+    await expectInvariant(ws, 1_000 * COST);
   });
 
   test("each region's sweeper settles only its own holds", async () => {

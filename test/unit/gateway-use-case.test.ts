@@ -66,6 +66,7 @@ describe("DESIGN's order of checks: each refusal in its place, nothing held, no 
     ['a balance that cannot cover the hold', (mg) => { mg.ledger.availableMicros = 10; mg.ledger.creditedMicros = 10; }, { json: ask('local/sim-small') }, 402, 'insufficient_credit'],
     ["the key's credit limit", (mg) => { mg.ledger.refusal = { kind: 'key_limit_exceeded', settledMicros: 1, heldMicros: 2, limitMicros: 3 }; }, { json: ask('local/sim-small') }, 402, 'key_limit_exceeded'],
     ['the spend rate cap', (mg) => { mg.ledger.refusal = { kind: 'spend_rate_exceeded', retryAfterSeconds: 12, capMicros: 5_000_000_000 }; }, { json: ask('local/sim-small') }, 429, 'spend_rate_exceeded'],
+    ['money still in transit from another region', (mg) => { mg.ledger.refusal = { kind: 'in_transit', retryAfterSeconds: 1 }; }, { json: ask('local/sim-small') }, 503, 'balance_unavailable'],
     ['GET /v1/models on a paused workspace', (mg) => mg.setWorkspace({ paused: true }), { method: 'GET', path: '/v1/models' }, 503, 'paused_by_owner'],
   ];
 
@@ -94,6 +95,20 @@ describe("DESIGN's order of checks: each refusal in its place, nothing held, no 
     const unknown = memoryGateway();
     await unknown.serve({ json: ask('local/sim-nope') });
     expect(unknown.ledger.counted).toBe(1);
+  });
+
+  test('a wait for money in transit between regions says when to retry, and does not count against the key\'s rate', async () => {
+    // A refused admission's request is counted by a separate `countRequest`; this one is not.
+    const mg = memoryGateway();
+    mg.ledger.refusal = { kind: 'in_transit', retryAfterSeconds: 1 };
+    const countsInTransit = jest.spyOn(mg.ledger, 'countRequest');
+    const sink = await mg.serve({ json: ask('local/sim-small') });
+    expect([sink.status, sink.headers['Retry-After'], countsInTransit.mock.calls.length]).toEqual([503, '1', 0]);
+    const limited = memoryGateway();
+    limited.ledger.refusal = { kind: 'key_limit_exceeded', settledMicros: 1, heldMicros: 2, limitMicros: 3 };
+    const countsLimited = jest.spyOn(limited.ledger, 'countRequest');
+    await limited.serve({ json: ask('local/sim-small') });
+    expect(countsLimited.mock.calls.length).toBe(1);
   });
 
   test('the 429s carry Retry-After and the 405 carries Allow', async () => {

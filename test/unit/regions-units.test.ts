@@ -7,7 +7,7 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
 import { regionUsageFilters } from '../../lib/aggregator';
-import { keyCapacity, peerCounters, quantityId, quantityOf, receivable, urgentGive } from '../../lambdas/core/transfers';
+import { giveFor, peerCounters, quantityId, quantityOf, receivable, seenSpare } from '../../lambdas/core/transfers';
 import { RegionConfigError, asRegion, regionSetupFromEnv, regionShare, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { RegionKeyError, plainPk, regionalPk } from '../../lambdas/store/regions-lens';
 import { noticeOf } from '../../lambdas/transfer/agent';
@@ -95,15 +95,30 @@ describe('transfers', () => {
     expect(quantityOf('KEYWIN#key_a#2026-11', 'key_a')).toBeUndefined();
   });
 
-  test('receiving takes only what is new; giving answers at most what was asked, at most what is spare', () => {
+  test('receiving takes only what is new; giving answers what was asked, or more toward the asker\'s weighted part, never more than is spare', () => {
     expect(receivable(70, 50)).toBe(20);
     expect(receivable(50, 50)).toBe(0);
     expect(receivable(40, 50)).toBe(0); // a stale read is never behind what was credited in effect
-    expect(urgentGive(100, 60, 1_000)).toBe(40);
-    expect(urgentGive(100, 60, 10)).toBe(10);
-    expect(urgentGive(60, 60, 10)).toBe(0);
-    expect(keyCapacity(50, [10, 5])).toBe(65);
-    expect(peerCounters({ 'sent_us-west-2': 5, 'recv_us-west-2': 'x' }, 'us-west-2')).toEqual({ sent: 5, recv: 0, asked: 0, answered: 0 });
+    const even = { giver: 1, asker: 1 };
+    // The ask when the asker is at or above its part already.
+    expect(giveFor({ asked: 100, answered: 60 }, { giver: 1_000, asker: 1_000 }, even)).toBe(40);
+    expect(giveFor({ asked: 100, answered: 60 }, { giver: 1_000, asker: 600 }, even)).toBe(200);
+    // More, to bring the asker to its part of both spares: (1,000 + 0) / 2.
+    expect(giveFor({ asked: 100, answered: 60 }, { giver: 1_000, asker: 0 }, even)).toBe(500);
+    // Weighted: the asker's part is 3/4 of 1,000 + 200, less its 200.
+    expect(giveFor({ asked: 10, answered: 0 }, { giver: 1_000, asker: 200 }, { giver: 1, asker: 3 })).toBe(700);
+    // Never more than the giver has; nothing when nothing new is asked, whatever the balance.
+    expect(giveFor({ asked: 100, answered: 60 }, { giver: 10, asker: 0 }, even)).toBe(10);
+    expect(giveFor({ asked: 60, answered: 60 }, { giver: 1_000, asker: 0 }, even)).toBe(0);
+    expect(giveFor({ asked: 60, answered: 0 }, { giver: -5, asker: -5 }, even)).toBe(0);
+    // Exact past 2^53 / weight.
+    const big = Number.MAX_SAFE_INTEGER - 1;
+    expect(giveFor({ asked: 1, answered: 0 }, { giver: big, asker: 0 }, { giver: 1, asker: 1_000 })).toBe(Number((BigInt(big) * 1000n) / 1001n));
+    expect(peerCounters({ 'sent_us-west-2': 5, 'recv_us-west-2': 'x', 'left_us-west-2': 9 }, 'us-west-2')).toEqual({ sent: 5, recv: 0, asked: 0, answered: 0, left: 9 });
+    // Another region's spare as seen here: its replicated figure, plus what was sent it that its item does not show credited yet.
+    expect(seenSpare(100, 70, 50)).toBe(120);
+    expect(seenSpare(100, 50, 50)).toBe(100);
+    expect(seenSpare(-3, 50, 60)).toBe(0);
   });
 });
 
