@@ -142,11 +142,11 @@ export class RegionalLedger implements Ledger {
         const spare = await this.peerSpare(request.workspaceId, short.q);
         // Refused at once when the others' figures could not cover it either (they are only read, never spent).
         if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) return { admitted: false, refusal: await this.widen(request, refusal) };
-        if (Date.now() >= deadline) return { admitted: false, refusal: await this.widen(request, refusal) };
         end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
       } catch {
-        // Asking failed (the store refused a read or the ask): the region's own refusal stands, early and safe.
-        return { admitted: false, refusal };
+        // Reading the others' figures or asking failed (a store fault): whether they could cover it is
+        // unknown, so not a 402 but a retry (nothing was admitted).
+        return { admitted: false, refusal: IN_TRANSIT };
       }
       outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
       if (outcome.admitted) return outcome;
