@@ -384,6 +384,26 @@ describe('two regions sharing global tables', () => {
     await expectInvariant(ws, 1_000 * COST);
   });
 
+  test("a store fault while reading the other region's figures is a 503 to retry, not a 402: whether it could cover the request is unknown", async () => {
+    const ws = await workspace();
+    await credit(west, ws, 10 * COST);
+    await caughtUp();
+    // The east's database, failing every read of the west's items (its tagged keys) as a store fault would.
+    const failing: DocumentSender = {
+      send: ((command: { input?: { Key?: { pk?: unknown } } }) => {
+        if (command instanceof GetCommand && String(command.input.Key?.pk ?? '').includes(`@${WEST}`)) return Promise.reject(Object.assign(new Error('no answer in time'), { code: 'ETIMEDOUT' }));
+        return (east.raw.send as (c: unknown) => Promise<unknown>)(command);
+      }) as DocumentSender['send'],
+    } as DocumentSender;
+    const faulty = new RegionalLedger(failing, tables(), { ...asRegion(SETUP, HOME), transferWaitMs: 2_000 });
+    expect(await faulty.admit(request(ws, COST))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
+    // With the store answering, the same request is served from the west's credit.
+    const served = await east.ledger.admit(request(ws, COST));
+    expect(served.admitted).toBe(true);
+    if (served.admitted) await settleAll(east, [served.hold]);
+    await expectInvariant(ws, 10 * COST);
+  });
+
   test("each region's sweeper settles only its own holds", async () => {
     const ws = await workspace();
     await credit(east, ws, 10 * COST);
