@@ -360,15 +360,17 @@ describe('two regions sharing global tables', () => {
     } finally {
       east.agent = await startTransferAgent({ endpoint: east.db.endpoint, tablePrefix: prefix, setup: SETUP, region: HOME, intervalMs: 50, wrap: (doc) => recording(doc, east.writes), log: () => undefined });
     }
-    // Answered now: not the one request's cost but the west's part (half) of what both hold spare,
-    // plus at most the two asks themselves (the first, left unanswered, may be answered on its own).
+    // Answered now: not the one request's cost but at least the west's part (half) of what both
+    // hold spare. (The first ask, left unanswered, may be answered on its own, and the giver's view
+    // of what the west holds is a replica's: items replicate one by one, so a second answer can
+    // see the west's receipt and not yet its slice, and give more. Never more than the east had.)
     const first = await west.ledger.admit(request(ws, COST));
     expect(first.admitted).toBe(true);
     await caughtUp();
     const moved = await readRegionalBalance(west.doc, tables(), SETUP, ws);
     const sent = moved.regions[0]?.sentMicros ?? 0;
     expect(sent).toBeGreaterThanOrEqual(500 * COST);
-    expect(sent).toBeLessThanOrEqual(502 * COST);
+    expect(sent).toBeLessThanOrEqual(1_000 * COST);
     expect(moved.regions.map((r) => [r.region, r.sentMicros, r.receivedMicros])).toEqual([
       [HOME, sent, 0],
       [WEST, 0, sent],
