@@ -37,6 +37,9 @@
  */
 import { fingerprint, type JsonImage } from './images';
 
+/** How long after a write its stream record may still come, when a full read of the stream has not met it, milliseconds. */
+export const LATE_RECORD_MS = 5_000;
+
 /** One version of an item: what it holds (fingerprint), when and where it was written. */
 export interface Version {
   readonly fp: string;
@@ -122,8 +125,10 @@ export interface BookStats {
   dropped: number;
   /** Local writes found by a replicated write's old image, and restored. */
   races: number;
-  /** Expected records that never came (dropped after a full read of the stream). */
+  /** Expected records that never came (dropped after full reads of the stream). */
   expired: number;
+  /** Records of the replicator's own writes that came after their expectation was dropped, known by the version the region holds. */
+  late: number;
 }
 
 /** The book as saved to disk. */
@@ -143,7 +148,7 @@ export class ReplicationBook {
   private readonly withPending = new Set<string>();
   /** Region and table pair → ids of entries expecting a record in that stream. */
   private readonly expecting = new Map<string, Set<string>>();
-  readonly stats: BookStats = { local: 0, echoes: 0, superseded: 0, replayed: 0, applied: 0, unchanged: 0, dropped: 0, races: 0, expired: 0 };
+  readonly stats: BookStats = { local: 0, echoes: 0, superseded: 0, replayed: 0, applied: 0, unchanged: 0, dropped: 0, races: 0, expired: 0, late: 0 };
 
   constructor(
     readonly regions: readonly string[],
@@ -173,8 +178,10 @@ export class ReplicationBook {
     const entry = this.entry(table, keys, now);
     const queue = entry.expect[region];
     if (queue !== undefined && queue.length > 0) {
-      if (queue[0]?.fp === fp) {
-        queue.shift();
+      const at = queue.findIndex((e) => e.fp === fp);
+      if (at >= 0) {
+        // Its own write (a record expected before it that never came is dropped with it: the stream is in order).
+        queue.splice(0, at + 1);
         if (queue.length === 0) {
           delete entry.expect[region];
           this.expecting.get(pairId(region, table))?.delete(entryId(table, keys));
@@ -185,6 +192,15 @@ export class ReplicationBook {
       // Every record before an expected one is older than what the book already knows there.
       this.stats.superseded += 1;
       return 'superseded';
+    }
+    const held = entry.held[region];
+    if (held !== undefined && held.origin !== region && held.fp === fp) {
+      // The record of the replicator's own write, later than its expectation lasted: a local write
+      // equal to what the item holds makes no record, and any other local write's record would have
+      // made the item the region's own. Copied back, it would overwrite later writes elsewhere.
+      this.stats.echoes += 1;
+      this.stats.late += 1;
+      return 'echo';
     }
     if (this.replaying.has(pairId(region, table)) && this.isKnown(entry, fp)) {
       this.stats.replayed += 1;
@@ -264,8 +280,10 @@ export class ReplicationBook {
 
   /**
    * Records that `region`'s stream of `table` was read to its end by a pass that started at
-   * `startedAt`: every record written before then has been read, so expectations older than
-   * that will never be met and are dropped, and a restart's replay of that stream is over.
+   * `startedAt`: a restart's replay of that stream is over, and expectations older than that by
+   * {@link LATE_RECORD_MS} will never be met and are dropped. (Not older than the pass alone: a
+   * DynamoDB Local on a busy machine shows a write in its stream a moment after the write returns,
+   * and an echo taken for a local write would be copied back over later writes.)
    */
   drained(region: string, table: string, startedAt: number): void {
     this.replaying.delete(pairId(region, table));
@@ -278,7 +296,7 @@ export class ReplicationBook {
         ids.delete(id);
         continue;
       }
-      const kept = queue.filter((e) => e.at >= startedAt);
+      const kept = queue.filter((e) => e.at >= startedAt - LATE_RECORD_MS);
       this.stats.expired += queue.length - kept.length;
       if (kept.length > 0) {
         entry.expect[region] = kept;
