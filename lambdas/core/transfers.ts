@@ -11,8 +11,9 @@
  *
  * In transit from `g` to `r` is `sent_g[r] − recv_r[g] ≥ 0`: on neither side, spendable by no one,
  * never lost. Credit moves between slices (`available`); a key limit's headroom moves on the two
- * regions' key windows (key slice 0's `used` up by a give, down by a receive), so the limit each
- * region's ledger checks is its fixed share and a region's capacity is `share − used₀`.
+ * regions' key windows (key slice 0's `used` up by a give, down by a receive), and a member month
+ * limit's on the two regions' member month items likewise, so the limit each region's ledger
+ * checks is its fixed share and a region's capacity is `share − used`.
  */
 
 /** A region's counters towards one other region, on its own transfer item. */
@@ -29,22 +30,40 @@ export interface PeerCounters {
   readonly left: number;
 }
 
-/** What a quantity is: a workspace's credit, or one key window's headroom under one limit. */
-export type Quantity = { readonly kind: 'credit' } | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number };
+/**
+ * What a quantity is: a workspace's credit, one key window's headroom under one limit, or one
+ * member month's headroom under one limit.
+ */
+export type Quantity =
+  | { readonly kind: 'credit' }
+  | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number }
+  | { readonly kind: 'member'; readonly memberId: string; readonly windowSk: string; readonly limitMicros: number };
 
-/** The transfer item's sort key of a quantity: a key window's carries its limit, so a changed limit starts afresh (transfers under the old limit are void). */
+/** A quantity moved on a window item (a key window or a member month): its `usedMicros` carries what was given and received. */
+export type WindowQuantity = Extract<Quantity, { kind: 'key' | 'member' }>;
+
+/**
+ * The transfer item's sort key of a quantity: a window's (`KEYWIN#…`, `MEMBERMONTH#…`) carries its
+ * limit, so a changed limit starts afresh (transfers under the old limit are void).
+ */
 export function quantityId(q: Quantity): string {
   return q.kind === 'credit' ? 'CREDIT' : `${q.windowSk}~L${q.limitMicros}`;
 }
 
-/** The quantity a transfer item's sort key names (and, for a key window, the key it is of); undefined for one this version does not know. */
-export function quantityOf(sk: string, keyId: unknown): Quantity | undefined {
+/**
+ * The quantity a transfer item's sort key names, with the key or member its item is stamped with
+ * (`keyId`, `memberId`); undefined for one this version does not know.
+ */
+export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quantity | undefined {
   if (sk === 'CREDIT') return { kind: 'credit' };
   const at = sk.lastIndexOf('~L');
-  if (!sk.startsWith('KEYWIN#') || at < 0 || typeof keyId !== 'string') return undefined;
+  if (at < 0) return undefined;
   const limitMicros = Number(sk.slice(at + 2));
   if (!Number.isSafeInteger(limitMicros) || limitMicros < 0) return undefined;
-  return { kind: 'key', keyId, windowSk: sk.slice(0, at), limitMicros };
+  const windowSk = sk.slice(0, at);
+  if (sk.startsWith('KEYWIN#') && typeof keyId === 'string') return { kind: 'key', keyId, windowSk, limitMicros };
+  if (sk.startsWith('MEMBERMONTH#') && typeof memberId === 'string') return { kind: 'member', memberId, windowSk, limitMicros };
+  return undefined;
 }
 
 /** The counters' attribute names towards region `peer` (region names hold `-`: always written through expression names). */

@@ -5,8 +5,9 @@
  *
  * - each limit `L` (the key's credit limit, the member's and the workspace's month, the spend-rate
  *   cap, the key's request rate) is `regionShare(L)` here, derived with no write;
- * - a key limit's share grows by what other regions have transferred to this region under it
- *   (`core/transfers.ts`), and what this region gave is counted as used on its key window;
+ * - a key limit's and a member month limit's share grow by what other regions have transferred to
+ *   this region under them (`core/transfers.ts`): what this region received is counted as used
+ *   less, and what it gave as used, on its key window (key slice 0) or its member month;
  * - credit is what this region's slices hold: a top-up lands in the slices of the region whose
  *   management API wrote it; transfers move it.
  *
@@ -78,6 +79,16 @@ export class RegionalLedger implements Ledger {
 
   private share(total: number): number {
     return regionShare(this.setup, total);
+  }
+
+  /** The member-month-limit quantity a request counts in, with its month's expiry; undefined without a member or its limit (or for BYOK, which counts in no window). */
+  private memberQuantity(request: LimitSubject & Pick<AdmitRequest, 'memberId'>): { q: Quantity; ttl: number | undefined } | undefined {
+    const { limits } = request;
+    if (request.memberId === undefined || limits.memberLimitMicros === undefined || request.byok) return undefined;
+    const start = rowStart(request.holdId, request.now);
+    const windowSk = windowKeys.member(request.memberId, start, limits.memberMonthGeneration);
+    const end = windowEnd('monthly', start);
+    return { q: { kind: 'member', memberId: request.memberId, windowSk, limitMicros: limits.memberLimitMicros }, ttl: end === undefined ? undefined : Math.floor(end / 1000) + RETENTION_S };
   }
 
   /** The key-limit quantity a request counts in, with its window's expiry; undefined without a key limit. */
@@ -167,6 +178,11 @@ export class RegionalLedger implements Ledger {
       // more than the ask anyway when this region is below its part of what is spare.
       const key = this.keyQuantity(request);
       return key === undefined ? undefined : { ...key, micros: Math.max(1, request.amountMicros) };
+    }
+    if (refusal.kind === 'member_limit_exceeded') {
+      // Likewise the whole amount: the member's month here counts what was given and received.
+      const member = this.memberQuantity(request);
+      return member === undefined ? undefined : { ...member, micros: Math.max(1, request.amountMicros) };
     }
     return undefined;
   }
@@ -273,7 +289,9 @@ export class RegionalLedger implements Ledger {
   /**
    * A refusal with workspace-wide figures: this region's, plus the others' as replicated here
    * (credit: every region's available; a key limit: the whole limit, every region's settled and
-   * held on its key slice 0; a month limit: the whole limit).
+   * held on its key slice 0; a member's month: the whole limit, every region's settled and held on
+   * its member month, which is the member's use without what was moved; the workspace's month:
+   * the whole limit).
    */
   private async widen(request: AdmitRequest, refusal: Refusal): Promise<Refusal> {
     const l = request.limits;
@@ -288,12 +306,23 @@ export class RegionalLedger implements Ledger {
         let held = refusal.heldMicros;
         if (key !== undefined && key.q.kind === 'key') {
           for (const peer of peersOf(this.setup)) {
-            const w = await this.transfers.keyWindowOf(request.workspaceId, key.q, peer);
+            const w = await this.transfers.windowOf(request.workspaceId, key.q, peer);
             settled += w.settled;
             held += w.held;
           }
         }
         return { ...refusal, settledMicros: settled, heldMicros: held, limitMicros: l.keyLimitMicros };
+      }
+      if (refusal.kind === 'member_limit_exceeded' && l.memberLimitMicros !== undefined) {
+        const member = this.memberQuantity(request);
+        if (member !== undefined && member.q.kind === 'member') {
+          let used = 0;
+          for (const region of this.setup.regions) {
+            const w = await this.transfers.windowOf(request.workspaceId, member.q, region);
+            used += w.settled + w.held;
+          }
+          return { ...refusal, usedMicros: used, limitMicros: l.memberLimitMicros };
+        }
       }
     } catch {
       // The others' figures are only for the message: the refusal stands without them.

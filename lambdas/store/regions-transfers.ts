@@ -7,26 +7,28 @@
  * - **Asking** (`ask`): `asked[g] += x` on the asker's own item.
  * - **Giving** (`answer`, by the giver): `answered[r]` advanced to the `asked` it read of `r`'s,
  *   `sent[r] += x`, and, in the same transaction, the giver's slice 0 loses `x` of credit
- *   (`available` and `credited`, conditioned on having it), or its key slice 0's window counts `x`
- *   as used (conditioned on `used ≤ share − x`, the region's fixed share of the limit). `x` is the
+ *   (`available` and `credited`, conditioned on having it), or the window the limit is checked on
+ *   (key slice 0's key window, or the member's month) counts `x` as used (conditioned on
+ *   `used ≤ share − x`, the region's fixed share of the limit). `x` is the
  *   ask, or more toward the asker's weighted part of both regions' spare (`giveFor`).
  * - **Receiving** (`receive`, by the receiver): `recv[g]` moved from the value `v` it read to the
  *   `sent[r]` it read on `g`'s item, conditioned on still being `v` (two processes racing: one
- *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its key
- *   slice 0's window counts the difference as used less (a key limit's headroom).
+ *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its window
+ *   (key slice 0's key window, or the member's month) counts the difference as used less (a
+ *   limit's headroom).
  *
- * The transfer item: `XFER#<ws><t>` / `CREDIT` or `<key window sk>~L<limit>`, with `region` (the
- * writer, for the agent's stream filter), `ws`, `keyId` (a key window's), and the counters
- * (`core/transfers.ts`).
+ * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>` or `<member month
+ * sk>~L<limit>`, with `region` (the writer, for the agent's stream filter), `ws`, `keyId` (a key
+ * window's) or `memberId` (a member month's), and the counters (`core/transfers.ts`).
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity } from '../core/transfers';
+import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
 import { UpdateBuilder } from './expr';
 import type { Item } from './items';
-import { keyPk, sliceKey } from './keys';
+import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
-import { RegionLens } from './regions-lens';
+import { RegionLens, regionalPk } from './regions-lens';
 import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
 
 /** Partition key of a workspace's transfer items (today's form; the lens adds the region's tag). */
@@ -59,8 +61,9 @@ function equalsSeen(u: UpdateBuilder, name: string, seen: number): string {
 }
 
 /**
- * Key slice 0's window moved by `micros` of use (a give: up; a receive: down), made with today's
- * figures if no admission made it yet, kept as long as the ledger keeps its windows.
+ * A window (key slice 0's key window, or a member month) moved by `micros` of use (a give: up; a
+ * receive: down), made with today's figures if no admission made it yet, kept as long as the
+ * ledger keeps its windows.
  */
 function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
   const w = new UpdateBuilder();
@@ -107,10 +110,11 @@ export class RegionTransfers {
     return got.Item;
   }
 
-  /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key), until when. */
+  /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key or member), until when. */
   private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
     u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
     if (q.kind === 'key') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    if (q.kind === 'member') u.set(`${u.a('memberId')} = ${u.v(q.memberId)}`);
     if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   }
 
@@ -147,8 +151,8 @@ export class RegionTransfers {
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
       } else {
-        // Key slice 0's window counts it as used less (below zero if need be): the region's
-        // ledger keeps checking its fixed share, so the limit it sees never moves under it.
+        // The window counts it as used less (below zero if need be): the region's ledger keeps
+        // checking its fixed share, so the limit it sees never moves under it.
         items.push({ Update: { TableName: this.tables.ledger, Key: this.windowKey(workspaceId, q), ...windowMove(-delta, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined).build() } });
       }
       try {
@@ -163,9 +167,13 @@ export class RegionTransfers {
     return 0;
   }
 
-  /** Key slice 0's window of a key quantity: where a region counts its use, what it gave and (less) what it received. */
-  private windowKey(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>): { pk: string; sk: string } {
-    return { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk };
+  /**
+   * The window a limit's quantity is checked on (key slice 0's key window, or the member's month):
+   * where a region counts its use, what it gave and (less) what it received. Today's key; the lens
+   * (or `windowOf`, for another region's) adds the region's tag.
+   */
+  private windowKey(workspaceId: string, q: WindowQuantity): { pk: string; sk: string } {
+    return { pk: q.kind === 'key' ? keyPk(workspaceId, q.keyId) : memberPk(workspaceId, q.memberId), sk: q.windowSk };
   }
 
   /** What `region` has spare of a quantity by its items in this replica (its own, current; another's, possibly behind). */
@@ -174,7 +182,7 @@ export class RegionTransfers {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
     }
-    const w = await this.keyWindowOf(workspaceId, q, region);
+    const w = await this.windowOf(workspaceId, q, region);
     return Math.max(0, regionShare(this.setup, q.limitMicros, region) - w.used);
   }
 
@@ -184,9 +192,10 @@ export class RegionTransfers {
     return seenSpare(replicated, peerCounters(mine, peer).sent, peerCounters(theirs, this.setup.region).recv);
   }
 
-  /** Key slice 0's window of `region` as this replica holds it: settled, held and used (use, plus what it gave, less what it received). */
-  async keyWindowOf(workspaceId: string, q: Extract<Quantity, { kind: 'key' }>, region: string = this.setup.region): Promise<{ settled: number; held: number; used: number }> {
-    const key = { pk: `${keyPk(workspaceId, q.keyId)}${regionTag(this.setup, region)}`, sk: q.windowSk };
+  /** A limit's window (key slice 0's key window, or the member's month) of `region` as this replica holds it: settled, held and used (use, plus what it gave, less what it received). */
+  async windowOf(workspaceId: string, q: WindowQuantity, region: string = this.setup.region): Promise<{ settled: number; held: number; used: number }> {
+    const own = this.windowKey(workspaceId, q);
+    const key = { pk: regionalPk(own.pk, own.sk, regionTag(this.setup, region)), sk: own.sk };
     const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
     const n = (v: unknown): number => (typeof v === 'number' ? v : 0);
     return { settled: n(got.Item?.settledMicros), held: n(got.Item?.heldMicros), used: n(got.Item?.usedMicros) };
@@ -252,7 +261,7 @@ export class RegionTransfers {
       } else {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
         if (give > 0) {
-          // Counted as used on key slice 0's window, conditioned on the room still being there.
+          // Counted as used on the limit's window, conditioned on the room still being there.
           const w = windowMove(give, ttl);
           const used = w.a('usedMicros');
           w.when(`attribute_not_exists(${used}) OR ${used} <= ${w.v(regionShare(this.setup, q.limitMicros) - give)}`);

@@ -95,6 +95,22 @@ describe('transfers', () => {
     expect(quantityOf('KEYWIN#key_a#2026-11', 'key_a')).toBeUndefined();
   });
 
+  test("a member month's quantity carries its limit and reads back with the member stamped on its item; one without its stamp is not known", () => {
+    const q = { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11~1700', limitMicros: 7_000 } as const;
+    expect(quantityId(q)).toBe('MEMBERMONTH#mem_a#2026-11~1700~L7000');
+    expect(quantityOf(quantityId(q), undefined, 'mem_a')).toEqual(q);
+    // A month with no generation: the limit's marker is the last `~L`.
+    const plain = { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11', limitMicros: 0 } as const;
+    expect(quantityOf(quantityId(plain), undefined, 'mem_a')).toEqual(plain);
+    // A member month's item stamped only with a key, a key window's only with a member, a limit that is no integer: unknown.
+    expect(quantityOf(quantityId(q), 'key_a')).toBeUndefined();
+    expect(quantityOf('KEYWIN#key_a#2026-11~L5000', undefined, 'mem_a')).toBeUndefined();
+    expect(quantityOf('MEMBERMONTH#mem_a#2026-11~L5x', undefined, 'mem_a')).toBeUndefined();
+    expect(quantityOf('MEMBERMONTH#mem_a#2026-11', undefined, 'mem_a')).toBeUndefined();
+    // Key and member quantities of one window id never share a transfer item.
+    expect(quantityId({ kind: 'key', keyId: 'mem_a', windowSk: 'KEYWIN#mem_a#2026-11', limitMicros: 7_000 })).not.toBe(quantityId(plain));
+  });
+
   test('receiving takes only what is new; giving answers what was asked, or more toward the asker\'s weighted part, never more than is spare', () => {
     expect(receivable(70, 50)).toBe(20);
     expect(receivable(50, 50)).toBe(0);
@@ -145,6 +161,9 @@ describe('stream filters', () => {
     expect(noticeOf(record('XFER#ws_1@us-west-2', 'us-west-2'), 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'credit' }, peer: 'us-west-2' });
     expect(noticeOf(record('XFER#ws_1', 'us-east-1'), 'us-east-1')).toBeUndefined();
     expect(noticeOf(record('WS#ws_1', 'us-west-2'), 'us-east-1')).toBeUndefined();
+    const member = { eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: 'XFER#ws_1@us-west-2' }, sk: { S: 'MEMBERMONTH#mem_a#2026-11~L9000' }, region: { S: 'us-west-2' }, ws: { S: 'ws_1' }, memberId: { S: 'mem_a' } } } } as DynamoDBRecord;
+    expect(noticeOf(member, 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11', limitMicros: 9_000 }, peer: 'us-west-2' });
+    expect(noticeOf(member, 'us-west-2')).toBeUndefined();
   });
 });
 
