@@ -10,42 +10,34 @@
  * counted once though both streams carry it.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
-import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import { aggregate } from '../../lambdas/aggregator/aggregate';
 import { USAGE_STREAM_FILTERS } from '../../lambdas/aggregator/mapping';
 import { regionUsageFilters } from '../../lib/aggregator';
 import { readUsage } from '../../lambdas/aggregator/read';
-import type { AdmissionLimits, AdmitOutcome, AdmitRequest } from '../../lambdas/gateway/ports';
+import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
 import { tableName } from '../../lambdas/shared/schema';
 import { ROLLUP_SK, rollupPk } from '../../lambdas/store/rollups';
 import { requestRowKey } from '../../lambdas/store/keys';
 import { requestIdDigits } from '../../lambdas/core/request-id';
-import { creditRegion, readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
+import { readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { RegionTransfers } from '../../lambdas/store/regions-transfers';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { handleTransferRecords } from '../../lambdas/transfer/agent';
 import { sweep } from '../../lambdas/sweeper/sweep';
-import { type DynamoLocal, startDynamoLocal } from '../../local/dynamo-local';
-import { startReplicator, type Replicator } from '../../local/regions/replicator';
-import { startTransferAgent, type LocalTransferAgent } from '../../local/regions/transfer-agent';
+import type { DynamoLocal } from '../../local/dynamo-local';
+import type { LocalTransferAgent } from '../../local/regions/transfer-agent';
 import { startStreamPoller } from '../../local/stream-poller';
-import { ensureTables, makeDynamoClient } from '../../local/tables';
-import { RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, requestsTagged, settlement } from '../support/ledger-fixtures';
+import { HOME, race as raceIn, settleAll as settleHolds, startTwoRegions, WEST, type TwoRegions } from '../support/two-regions';
 
 jest.setTimeout(600_000);
 
-const HOME = 'us-east-1';
-const WEST = 'us-west-2';
 const SETUP: RegionSetup = { regions: [HOME, WEST], region: HOME, weights: [1, 1], transferWaitMs: 15_000 };
 const COST = 1_000;
 
@@ -87,150 +79,45 @@ interface Region {
   agent?: LocalTransferAgent;
 }
 
-let dir: string;
+let fx: TwoRegions<{ writes: Written[] }>;
 let prefix: string;
 let east: Region;
 let west: Region;
-let replicator: Replicator;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(prefix, name);
 const tables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
-async function startRegion(name: string): Promise<Region> {
-  const db = await startDynamoLocal({ dataDir: join(dir, name), readyTimeoutMs: 240_000 });
-  const client = makeDynamoClient(db.endpoint);
-  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
-  const wire = wireClient({ dynamoEndpoint: db.endpoint }, doc, process.env, RACE_LIMITS);
-  const writes: Written[] = [];
-  const raw = recording(wire, writes);
-  return { name, db, client, doc, wire, writes, raw, ledger: new RegionalLedger(raw, tables(), asRegion(SETUP, name)) };
-}
-
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sluice-regions-ledger-'));
-  prefix = `r${randomBytes(3).toString('hex')}-`;
-  [east, west] = await Promise.all([startRegion(HOME), startRegion(WEST)]);
-  for (const r of [east, west]) {
-    await ensureTables(r.client, prefix);
-    // Global tables stream every replica (MREC replicates through the streams).
-    for (const table of ['ledger', 'rollups'] as const) {
-      await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
-    }
-  }
-  replicator = await startReplicator({
-    regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
-    tables: [t('ledger'), t('usage'), t('rollups')],
-    lagMs: 200,
-    log: () => undefined,
-  });
-  for (const r of [east, west]) {
-    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => recording(doc, r.writes), log: () => undefined });
-  }
+  fx = await startTwoRegions({ tag: 'r', setup: SETUP, lagMs: 200, onDisk: true, extra: () => ({ writes: [] as Written[] }), wrap: (inner, r) => recording(inner, r.writes) });
+  prefix = fx.prefix;
+  // The fixture's own region objects (a test may start another agent on one: the fixture stops whichever is there).
+  east = Object.assign(fx.east, { ledger: new RegionalLedger(fx.east.raw, tables(), asRegion(SETUP, HOME)) });
+  west = Object.assign(fx.west, { ledger: new RegionalLedger(fx.west.raw, tables(), asRegion(SETUP, WEST)) });
 }, 300_000);
 
 afterAll(async () => {
-  for (const r of [east, west]) await r?.agent?.stop();
-  await replicator?.stop();
-  for (const r of [east, west]) {
-    r?.wire.destroy();
-    r?.client.destroy();
-    await r?.db.stop();
-  }
-  await rm(dir, { recursive: true, force: true });
+  await fx?.stop();
 });
 
 const request = requestsTagged('g');
 
 /** Every item of a table a replica holds (minute counters aside), by key. */
-async function ledgerItems(r: Region, table: 'ledger' | 'usage' = 'ledger'): Promise<Map<string, unknown>> {
-  const out = new Map<string, unknown>();
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await r.doc.send(new ScanCommand({ TableName: t(table), ConsistentRead: true, ExclusiveStartKey: start }));
-    for (const i of page.Items ?? []) if (!String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
-    start = page.LastEvaluatedKey;
-  } while (start !== undefined);
-  return out;
-}
+const ledgerItems = (r: Region, table: 'ledger' | 'usage' = 'ledger'): Promise<Map<string, unknown>> => fx.items(r, table);
 
-/** An item as text, attributes in order (replicas may list them in different orders). */
-function canonical(item: unknown): string {
-  return JSON.stringify(Object.entries((item ?? {}) as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)));
-}
-
-/**
- * Waits for replication to catch up: the replicator has nothing waiting, and both replicas hold
- * the same ledger items (a DynamoDB Local on a loaded machine can show a write in its stream a
- * moment after the replicator's pass found the stream empty).
- */
-async function caughtUp(): Promise<void> {
-  const until = Date.now() + 120_000;
-  for (;;) {
-    await replicator.settle({ timeoutMs: 120_000 });
-    let same = true;
-    for (const table of ['ledger', 'usage'] as const) {
-      const [a, b] = [await ledgerItems(east, table), await ledgerItems(west, table)];
-      same &&= a.size === b.size && [...a].every(([k, v]) => canonical(b.get(k)) === canonical(v));
-    }
-    if (same || Date.now() > until) return;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
+/** Waits for replication to catch up (every ledger and usage item the same in both replicas). */
+const caughtUp = (): Promise<void> => fx.caughtUp();
 
 /** A workspace made in the home region (its home slice 0, as the management API makes it), replicated to the other. */
-async function workspace(): Promise<string> {
-  const ws = `ws_${randomBytes(6).toString('hex')}`;
-  await east.doc.send(new PutCommand({ TableName: t('ledger'), Item: { pk: `WS#${ws}`, sk: 'BALANCE', availableMicros: 0, heldMicros: 0, spentMicros: 0, creditedMicros: 0 } }));
-  await caughtUp();
-  return ws;
-}
+const workspace = (): Promise<string> => fx.workspace();
 
-async function credit(region: Region, ws: string, micros: number): Promise<void> {
-  await creditRegion(region.raw, tables(), asRegion(SETUP, region.name), { workspaceId: ws, micros });
-}
+const credit = (region: Region, ws: string, micros: number): Promise<void> => fx.credit(region, ws, micros);
 
-/**
- * Every request at once; one refused `in_transit` (money on its way from the other region when
- * the wait ran out: `503 balance_unavailable`, which SPEC tells clients to retry) is retried as a
- * client would, a moment later (a refusal wrote nothing, so the same request is sent again).
- */
-async function race(requests: { region: Region; request: AdmitRequest }[]): Promise<{ admitted: Map<string, HoldRecord[]>; refused: string[] }> {
-  const once = async (r: { region: Region; request: AdmitRequest }): Promise<AdmitOutcome> => {
-    for (let attempt = 1; ; attempt += 1) {
-      const out = await r.region.ledger.admit(r.request);
-      if (out.admitted || out.refusal.kind !== 'in_transit' || attempt >= 20) return out;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-  };
-  const outcomes = await Promise.all(requests.map(async (r) => ({ region: r.region.name, out: await once(r) })));
-  const admitted = new Map<string, HoldRecord[]>([
-    [HOME, []],
-    [WEST, []],
-  ]);
-  const refused: string[] = [];
-  for (const o of outcomes) {
-    if (o.out.admitted) admitted.get(o.region)?.push(o.out.hold);
-    else refused.push(o.out.refusal.kind);
-  }
-  return { admitted, refused };
-}
+/** Every request at once; one refused `in_transit` is retried as a client would (`race` in the fixture). */
+const race = (requests: { region: Region; request: AdmitRequest }[]): Promise<{ admitted: Map<string, HoldRecord[]>; refused: string[] }> => raceIn(requests);
 
-async function settleAll(region: Region, holds: readonly HoldRecord[], charge = COST): Promise<void> {
-  for (const h of holds) expect(await region.ledger.settle(h, settlement(charge))).toBe(true);
-}
+const settleAll = (region: Region, holds: readonly HoldRecord[], charge = COST): Promise<void> => settleHolds(region.ledger, holds, settlement(charge));
 
 /** The invariant summed over both regions, read in each region's replica once replication has caught up; both replicas agree. */
-async function expectInvariant(ws: string, creditedMicros: number): Promise<void> {
-  await caughtUp();
-  const seen = [];
-  for (const r of [east, west]) {
-    const b = await readRegionalBalance(r.doc, tables(), SETUP, ws);
-    expect(b.creditedMicros + b.inTransitMicros).toBe(creditedMicros);
-    expect(b.availableMicros + b.heldMicros + b.spentMicros).toBe(b.creditedMicros);
-    expect(b.heldMicros).toBe(0);
-    seen.push(b);
-  }
-  expect(seen[0]).toEqual(seen[1]);
-}
+const expectInvariant = (ws: string, creditedMicros: number): Promise<void> => fx.expectInvariant(ws, creditedMicros);
 
 /** The region whose partition key this is (the home region's keys carry no tag). */
 function ownerOf(pk: string): string {
@@ -333,9 +220,7 @@ describe('two regions sharing global tables', () => {
       expect(b.regions[0]?.creditedMicros).toBe(3 * COST);
       await expectInvariant(ws, 10 * COST);
     } finally {
-      for (const r of [east, west]) {
-        r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => recording(doc, r.writes), log: () => undefined });
-      }
+      for (const r of [east, west]) await fx.startAgent(r);
     }
   });
 
@@ -358,7 +243,7 @@ describe('two regions sharing global tables', () => {
       expect(lost).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
       expect(await asked()).toBe(askedBefore); // no new ask: nothing was waited for
     } finally {
-      east.agent = await startTransferAgent({ endpoint: east.db.endpoint, tablePrefix: prefix, setup: SETUP, region: HOME, intervalMs: 50, wrap: (doc) => recording(doc, east.writes), log: () => undefined });
+      await fx.startAgent(east);
     }
     // Answered now: not the one request's cost but at least the west's part (half) of what both
     // hold spare. (The first ask, left unanswered, may be answered on its own, and the giver's view
@@ -503,7 +388,7 @@ describe('two regions sharing global tables', () => {
     expect(counted.get(HOME)).toBe(4);
     expect(counted.get(WEST)).toBe(6);
     // Replicated, the report in either region adds both regions' rollups: each row once.
-    await replicator.settle({ timeoutMs: 120_000 });
+    await fx.replicator.settle({ timeoutMs: 120_000 });
     const day = new Date(NOW).toISOString().slice(0, 10);
     for (const r of [east, west]) {
       const until = Date.now() + 60_000;

@@ -24,10 +24,8 @@
  * holds, the transfer writes each region made, the largest sum seen while it ran).
  */
 import { randomBytes } from 'node:crypto';
-import { type DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { wireClient } from '../../lambdas/adapters/dynamo-client';
-import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
+import { BatchGetCommand, GetCommand, PutCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { DocumentSender } from '../../lambdas/adapters/dynamo-wire';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
 import { windowKeys } from '../../lambdas/core/windows';
 import type { AdmissionLimits, Refusal } from '../../lambdas/gateway/ports';
@@ -40,17 +38,11 @@ import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { regionalPk } from '../../lambdas/store/regions-lens';
 import { transferPk } from '../../lambdas/store/regions-transfers';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
-import { type DynamoLocal, startDynamoLocal } from '../../local/dynamo-local';
-import { startReplicator, type Replicator } from '../../local/regions/replicator';
-import { startTransferAgent, type LocalTransferAgent } from '../../local/regions/transfer-agent';
-import { ensureTables, makeDynamoClient } from '../../local/tables';
-import { RACE_LIMITS } from '../support/dynamo';
 import { NOW, OPEN, requestsTagged } from '../support/ledger-fixtures';
+import { HOME, startTwoRegions, WEST, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
 
 jest.setTimeout(600_000);
 
-const HOME = 'us-east-1';
-const WEST = 'us-west-2';
 /** Waits short enough to run out while a transfer is still crossing (lag there and back, plus the agents' polls). */
 const WAITS = [150, 400] as const;
 const SETUP: RegionSetup = { regions: [HOME, WEST], region: HOME, weights: [1, 1], transferWaitMs: WAITS[0] };
@@ -75,22 +67,13 @@ interface TransferWrites {
   receipts: number;
 }
 
-interface Region {
-  readonly name: string;
-  readonly db: DynamoLocal;
-  readonly client: DynamoDBClient;
-  readonly doc: DynamoDBDocumentClient;
-  readonly wire: DynamoWire;
-  /** Transfer-protocol writes per workspace. */
-  readonly writes: Map<string, TransferWrites>;
-  readonly raw: DocumentSender;
-  agent?: LocalTransferAgent;
-}
+/** A region of the fixture, with the transfer-protocol writes its processes sent, per workspace. */
+type Region = TwoRegionsRegion<{ readonly writes: Map<string, TransferWrites> }>;
 
+let fx: TwoRegions<{ readonly writes: Map<string, TransferWrites> }>;
 let prefix: string;
 let east: Region;
 let west: Region;
-let replicator: Replicator;
 const t = (name: Parameters<typeof tableName>[1]): string => tableName(prefix, name);
 const tables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
@@ -133,74 +116,22 @@ function counting(inner: DocumentSender, writes: Map<string, TransferWrites>): D
   return { send } as DocumentSender;
 }
 
-async function startRegion(name: string): Promise<Region> {
-  // In memory: nothing here outlives the run, and a database in memory answers faster than one on disk.
-  const db = await startDynamoLocal({ readyTimeoutMs: 240_000 });
-  const client = makeDynamoClient(db.endpoint);
-  const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
-  const wire = wireClient({ dynamoEndpoint: db.endpoint }, doc, process.env, RACE_LIMITS);
-  const writes = new Map<string, TransferWrites>();
-  return { name, db, client, doc, wire, writes, raw: counting(wire, writes) };
-}
-
 beforeAll(async () => {
-  prefix = `s${randomBytes(3).toString('hex')}-`;
-  [east, west] = await Promise.all([startRegion(HOME), startRegion(WEST)]);
-  for (const r of [east, west]) {
-    await ensureTables(r.client, prefix);
-    for (const table of ['ledger', 'rollups'] as const) {
-      await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
-    }
-  }
-  replicator = await startReplicator({
-    regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
-    tables: [t('ledger'), t('usage'), t('rollups')],
-    lagMs: REPLICATION_LAG_MS,
-    log: () => undefined,
-  });
-  for (const r of [east, west]) {
-    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup: SETUP, region: r.name, intervalMs: 50, wrap: (doc) => counting(doc, r.writes), log: () => undefined });
-  }
+  // In memory: nothing here outlives the run, and a database in memory answers faster than one on disk.
+  fx = await startTwoRegions({ tag: 's', setup: SETUP, lagMs: REPLICATION_LAG_MS, extra: () => ({ writes: new Map<string, TransferWrites>() }), wrap: (inner, r) => counting(inner, r.writes) });
+  ({ prefix, east, west } = fx);
 }, 300_000);
 
 afterAll(async () => {
-  for (const r of [east, west]) await r?.agent?.stop();
-  await replicator?.stop();
-  for (const r of [east, west]) {
-    r?.wire.destroy();
-    r?.client.destroy();
-    await r?.db.stop();
-  }
+  await fx?.stop();
 });
 
 const request = requestsTagged('x');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
 
-/** Every ledger item of a workspace a replica holds (minute counters aside), by key. */
-async function workspaceItems(r: Region, ws: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await r.doc.send(new ScanCommand({ TableName: t('ledger'), ConsistentRead: true, ExclusiveStartKey: start }));
-    for (const i of page.Items ?? []) {
-      if (String(i.pk).includes(ws) && !String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, JSON.stringify(Object.entries(i).sort(([a], [b]) => a.localeCompare(b))));
-    }
-    start = page.LastEvaluatedKey;
-  } while (start !== undefined);
-  return out;
-}
-
 /** Waits until the replicator has nothing waiting and both replicas hold the same items of the workspace. */
-async function caughtUp(ws: string): Promise<void> {
-  const until = Date.now() + 120_000;
-  for (;;) {
-    await replicator.settle({ timeoutMs: 120_000 });
-    const [a, b] = [await workspaceItems(east, ws), await workspaceItems(west, ws)];
-    if ((a.size === b.size && [...a].every(([k, v]) => b.get(k) === v)) || Date.now() > until) return;
-    await sleep(200);
-  }
-}
+const caughtUp = (ws: string): Promise<void> => fx.caughtUp(ws);
 
 /**
  * A workspace made in the home region, credited in each region, on {@link SLICES} slices in each
@@ -208,9 +139,7 @@ async function caughtUp(ws: string): Promise<void> {
  * does), replicated to both.
  */
 async function workspace(credit: { east: number; west: number }): Promise<string> {
-  const ws = `ws_${randomBytes(6).toString('hex')}`;
-  await east.doc.send(new PutCommand({ TableName: t('ledger'), Item: { pk: `WS#${ws}`, sk: 'BALANCE', availableMicros: 0, heldMicros: 0, spentMicros: 0, creditedMicros: 0 } }));
-  await caughtUp(ws);
+  const ws = await fx.workspace();
   for (const r of [east, west]) {
     const micros = r === east ? credit.east : credit.west;
     // The west's slice 0 is made by its first credit: every region gets one, however small.
