@@ -1,0 +1,216 @@
+/**
+ * Month limits moving between regions (issue 23; docs/regions.md, "Moving headroom between
+ * regions"), on two DynamoDB Locals joined by the local replicator, a transfer agent per region
+ * (`test/support/two-regions.ts`): a member's month limit is split between the regions by weight,
+ * and headroom moves on the regions' member month items as a key limit's does on its key windows.
+ *
+ * - A 200-way race on a member's month limit, with traffic in both regions and with all of it in
+ *   one, admits exactly the limit, summed; every refusal is `member_limit_exceeded` with the
+ *   member's figures summed over both regions and the whole limit; while it runs, what the two
+ *   regions' member months hold and settled never sums past the limit; once settled and
+ *   replicated, the two months' `used` (which carry what was given and received) sum to what was
+ *   charged, never past the limit, and the credit invariant holds.
+ * - A transfer of member-month headroom is applied exactly once under replayed stream records and
+ *   racing receivers.
+ */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
+import { windowKeys } from '../../lambdas/core/windows';
+import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
+import { memberPk } from '../../lambdas/store/keys';
+import { RegionalLedger } from '../../lambdas/store/regions-ledger';
+import { RegionTransfers, transferPk } from '../../lambdas/store/regions-transfers';
+import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
+import { handleTransferRecords } from '../../lambdas/transfer/agent';
+import { NOW, OPEN, requestsTagged, settlement } from '../support/ledger-fixtures';
+import { HOME, race, settleAll, startTwoRegions, WEST, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
+
+jest.setTimeout(600_000);
+
+const SETUP: RegionSetup = { regions: [HOME, WEST], region: HOME, weights: [1, 1], transferWaitMs: 15_000 };
+const COST = 1_000;
+/** The member's month limit: 100 requests (each region's share is 50). */
+const LIMIT = 100 * COST;
+
+type Region = TwoRegionsRegion<{ ledger?: RegionalLedger }>;
+
+let fx: TwoRegions<{ ledger?: RegionalLedger }>;
+let east: Region;
+let west: Region;
+
+beforeAll(async () => {
+  fx = await startTwoRegions({ tag: 'm', setup: SETUP, lagMs: 200, extra: () => ({}) });
+  ({ east, west } = fx);
+  for (const r of [east, west]) r.ledger = new RegionalLedger(r.raw, fx.tables(), asRegion(SETUP, r.name));
+}, 300_000);
+
+afterAll(async () => {
+  await fx?.stop();
+});
+
+const request = requestsTagged('m');
+const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
+const ledgerOf = (r: Region): RegionalLedger => {
+  if (r.ledger === undefined) throw new Error(`no ledger in ${r.name}`);
+  return r.ledger;
+};
+const admitting = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: ledgerOf(r) });
+
+/** The member's limit, on an otherwise open request. */
+const memberLimits = (limitMicros = LIMIT): AdmissionLimits => ({ ...OPEN, memberLimitMicros: limitMicros });
+
+/** The quantity a member's month under `LIMIT` moves as. */
+const memberQuantity = (memberId: string, limitMicros = LIMIT): Quantity => ({ kind: 'member', memberId, windowSk: windowKeys.member(memberId, NOW), limitMicros });
+
+/** One region's member month, read consistently in its own replica (only it writes it). */
+async function memberMonth(r: Region, ws: string, memberId: string): Promise<{ settled: number; held: number; used: number }> {
+  const key = { pk: `${memberPk(ws, memberId)}${regionTag(SETUP, r.name)}`, sk: windowKeys.member(memberId, NOW) };
+  const item = (await r.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: key, ConsistentRead: true }))).Item;
+  return { settled: num(item?.settledMicros), held: num(item?.heldMicros), used: num(item?.usedMicros) };
+}
+
+/**
+ * Reads both regions' member months over and over while a race runs: the largest sum of what
+ * they hold and settled (each only grows during a race with no settlement, so a read of one after
+ * the other is a lower bound of the sum at the second read).
+ */
+function watchMonths(ws: string, memberId: string): { stop: () => Promise<number> } {
+  let running = true;
+  let max = 0;
+  const loop = (async () => {
+    while (running) {
+      const a = await memberMonth(east, ws, memberId);
+      const b = await memberMonth(west, ws, memberId);
+      max = Math.max(max, a.settled + a.held + b.settled + b.held);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return max;
+    },
+  };
+}
+
+/** What is in transit of a quantity, once replication has caught up (each region's own item, read in the other's replica too). */
+async function inTransit(ws: string, q: Quantity): Promise<number> {
+  const read = async (owner: Region): Promise<Record<string, unknown> | undefined> =>
+    (await east.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `${transferPk(ws)}${regionTag(SETUP, owner.name)}`, sk: quantityId(q) }, ConsistentRead: true }))).Item;
+  const [e, w] = [await read(east), await read(west)];
+  return peerCounters(e, WEST).sent - peerCounters(w, HOME).recv + (peerCounters(w, HOME).sent - peerCounters(e, WEST).recv);
+}
+
+/** A race on a member's limit, its figures checked while it runs and once everything is settled and replicated. */
+async function memberRace(ws: string, memberId: string, requests: { region: Region; request: AdmitRequest }[]): Promise<void> {
+  const watch = watchMonths(ws, memberId);
+  const { admitted, refused } = await race(requests.map((r) => ({ region: admitting(r.region), request: r.request })));
+  const maxSum = await watch.stop();
+  const total = (admitted.get(HOME)?.length ?? 0) + (admitted.get(WEST)?.length ?? 0);
+  expect(total).toBe(LIMIT / COST);
+  expect(refused).toEqual(Array.from({ length: requests.length - total }, () => 'member_limit_exceeded'));
+  expect(maxSum).toBeLessThanOrEqual(LIMIT);
+
+  // A refusal now says the member's month as a whole: every region's use, the whole limit.
+  const late = await ledgerOf(west).admit(request(ws, COST, { memberId, limits: memberLimits() }));
+  expect(late).toEqual({ admitted: false, refusal: { kind: 'member_limit_exceeded', usedMicros: LIMIT, limitMicros: LIMIT } });
+
+  await settleAll(ledgerOf(east), admitted.get(HOME) ?? [], settlement(COST));
+  await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
+  await fx.caughtUp();
+  const months = [await memberMonth(east, ws, memberId), await memberMonth(west, ws, memberId)];
+  const moving = await inTransit(ws, memberQuantity(memberId));
+  // The months' own use is what was charged; their `used` carries the moves too, which sum to what is in transit.
+  expect(months.map((m) => m.held)).toEqual([0, 0]);
+  expect(months.reduce((a, m) => a + m.settled, 0)).toBe(LIMIT);
+  expect(months.reduce((a, m) => a + m.used, 0)).toBe(LIMIT + moving);
+  expect(months.reduce((a, m) => a + m.used, 0)).toBeLessThanOrEqual(LIMIT);
+  expect(moving).toBeLessThanOrEqual(0);
+}
+
+describe("a member's month limit split between two regions", () => {
+  test('a 200-way race with traffic in both regions admits exactly the limit, summed; never past it while it runs; the credit invariant holds', async () => {
+    const ws = await fx.workspace();
+    await fx.credit(east, ws, 1_000 * COST);
+    await fx.credit(west, ws, 1_000 * COST);
+    // Two thirds of the traffic in the west: it runs past its share and borrows the east's.
+    await memberRace(ws, 'mem_both', [
+      ...Array.from({ length: 70 }, () => ({ region: east, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
+      ...Array.from({ length: 130 }, () => ({ region: west, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
+    ]);
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a 200-way race with all the traffic in one region admits exactly the limit: the region borrows the other's whole share", async () => {
+    const ws = await fx.workspace();
+    await fx.credit(east, ws, 1_000 * COST);
+    await fx.credit(west, ws, 1_000 * COST);
+    await memberRace(
+      ws,
+      'mem_west',
+      Array.from({ length: 200 }, () => ({ region: west, request: request(ws, COST, { memberId: 'mem_west', limits: memberLimits() }) })),
+    );
+    // The east gave all of its share: what the west admitted past its own came from it.
+    const east0 = await memberMonth(east, ws, 'mem_west');
+    expect(east0.settled).toBe(0);
+    expect(east0.used).toBe(LIMIT / 2);
+    // Another member of the same workspace still has its own whole limit (its own months, its own transfers).
+    const other = await race(Array.from({ length: 120 }, () => ({ region: admitting(east), request: request(ws, COST, { memberId: 'mem_other', limits: memberLimits() }) })));
+    expect(other.admitted.get(HOME)?.length).toBe(LIMIT / COST);
+    await settleAll(ledgerOf(east), other.admitted.get(HOME) ?? [], settlement(COST));
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a member month's transfer is applied exactly once under replayed stream records and racing receivers", async () => {
+    const ws = await fx.workspace();
+    await fx.credit(east, ws, 100 * COST);
+    await fx.credit(west, ws, 100 * COST);
+    const memberId = 'mem_once';
+    const q = memberQuantity(memberId);
+    await east.agent?.stop();
+    await west.agent?.stop();
+    try {
+      const eastX = new RegionTransfers(east.raw, fx.tables(), asRegion(SETUP, HOME));
+      const westX = new RegionTransfers(west.raw, fx.tables(), asRegion(SETUP, WEST));
+      await westX.ask(ws, q, HOME, 7 * COST);
+      await fx.caughtUp(ws);
+      // Both regions at their share (nothing used): the ask, no more.
+      expect(await eastX.answer(ws, q, WEST)).toBe(7 * COST);
+      expect(await eastX.answer(ws, q, WEST)).toBe(0);
+      expect(await memberMonth(east, ws, memberId)).toEqual({ settled: 0, held: 0, used: 7 * COST });
+      await fx.caughtUp(ws);
+      // The east's transfer item as the west's stream shows it, with the member it is of, replayed in one batch and in three.
+      const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
+      expect(image.memberId).toBe(memberId);
+      const S = (v: unknown): { S: string } => ({ S: String(v) });
+      const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), memberId: S(image.memberId) }, SequenceNumber: '1' } };
+      const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
+      const got = await Promise.all([
+        ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+      ]);
+      const credited = got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0);
+      expect(credited).toBeLessThanOrEqual(7 * COST);
+      expect(await memberMonth(west, ws, memberId)).toEqual({ settled: 0, held: 0, used: -7 * COST });
+      expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7 * COST, asked: 7 * COST });
+      expect((await eastX.counters(ws, q))[WEST]).toMatchObject({ sent: 7 * COST, answered: 7 * COST });
+      // On its own (processes that never ask: the agents are stopped), the west now admits 57 of
+      // the member's requests and refuses the rest; the east, 43.
+      const alone = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: new RegionalLedger(r.raw, fx.tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 0 }) });
+      const west57 = await race(Array.from({ length: 60 }, () => ({ region: alone(west), request: request(ws, COST, { memberId, limits: memberLimits() }) })));
+      expect(west57.admitted.get(WEST)?.length).toBe(57);
+      expect(west57.refused).toEqual(['member_limit_exceeded', 'member_limit_exceeded', 'member_limit_exceeded']);
+      const east43 = await race(Array.from({ length: 45 }, () => ({ region: alone(east), request: request(ws, COST, { memberId, limits: memberLimits() }) })));
+      expect(east43.admitted.get(HOME)?.length).toBe(43);
+      await settleAll(ledgerOf(west), west57.admitted.get(WEST) ?? [], settlement(COST));
+      await settleAll(ledgerOf(east), east43.admitted.get(HOME) ?? [], settlement(COST));
+      await fx.expectInvariant(ws, 200 * COST);
+    } finally {
+      for (const r of [east, west]) await fx.startAgent(r);
+    }
+  });
+});
