@@ -13,7 +13,9 @@
  * never lost. Credit moves between slices (`available`); a key limit's headroom moves on the two
  * regions' key windows (key slice 0's `used` up by a give, down by a receive), and a member month
  * limit's on the two regions' member month items likewise, so the limit each region's ledger
- * checks is its fixed share and a region's capacity is `share − used`.
+ * checks is its fixed share and a region's capacity is `share − used`. A workspace month limit's
+ * headroom moves on the regions' slice 0 month shares (`mr` room and `mu` used, one down and the
+ * other up by the same amount), keeping `Σ mr + Σ mu = share` in each region.
  */
 
 /** A region's counters towards one other region, on its own transfer item. */
@@ -31,11 +33,12 @@ export interface PeerCounters {
 }
 
 /**
- * What a quantity is: a workspace's credit, one key window's headroom under one limit, or one
- * member month's headroom under one limit.
+ * What a quantity is: a workspace's credit, one key window's headroom under one limit, one member
+ * month's headroom under one limit, or the workspace month's (`yyyy-mm`) headroom under one limit.
  */
 export type Quantity =
   | { readonly kind: 'credit' }
+  | { readonly kind: 'month'; readonly month: string; readonly limitMicros: number }
   | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number }
   | { readonly kind: 'member'; readonly memberId: string; readonly windowSk: string; readonly limitMicros: number };
 
@@ -47,8 +50,11 @@ export type WindowQuantity = Extract<Quantity, { kind: 'key' | 'member' }>;
  * limit, so a changed limit starts afresh (transfers under the old limit are void).
  */
 export function quantityId(q: Quantity): string {
-  return q.kind === 'credit' ? 'CREDIT' : `${q.windowSk}~L${q.limitMicros}`;
+  if (q.kind === 'credit') return 'CREDIT';
+  return q.kind === 'month' ? `MONTH#${q.month}~L${q.limitMicros}` : `${q.windowSk}~L${q.limitMicros}`;
 }
+
+const MONTH_ID = /^\d{4}-(0[1-9]|1[0-2])$/;
 
 /**
  * The quantity a transfer item's sort key names, with the key or member its item is stamped with
@@ -63,6 +69,7 @@ export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quan
   const windowSk = sk.slice(0, at);
   if (sk.startsWith('KEYWIN#') && typeof keyId === 'string') return { kind: 'key', keyId, windowSk, limitMicros };
   if (sk.startsWith('MEMBERMONTH#') && typeof memberId === 'string') return { kind: 'member', memberId, windowSk, limitMicros };
+  if (sk.startsWith('MONTH#') && MONTH_ID.test(windowSk.slice('MONTH#'.length))) return { kind: 'month', month: windowSk.slice('MONTH#'.length), limitMicros };
   return undefined;
 }
 

@@ -7,7 +7,8 @@
  *   cap, the key's request rate) is `regionShare(L)` here, derived with no write;
  * - a key limit's and a member month limit's share grow by what other regions have transferred to
  *   this region under them (`core/transfers.ts`): what this region received is counted as used
- *   less, and what it gave as used, on its key window (key slice 0) or its member month;
+ *   less, and what it gave as used, on its key window (key slice 0) or its member month; the
+ *   workspace month's likewise on its slice 0 month share (room and used, `mr` and `mu`);
  * - credit is what this region's slices hold: a top-up lands in the slices of the region whose
  *   management API wrote it; transfers move it.
  *
@@ -19,7 +20,7 @@
  */
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import { peerCounters, quantityId, type Quantity } from '../core/transfers';
-import { windowEnd, windowKeys } from '../core/windows';
+import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { DynamoLedger, type LedgerTables } from './ledger';
@@ -89,6 +90,14 @@ export class RegionalLedger implements Ledger {
     const windowSk = windowKeys.member(request.memberId, start, limits.memberMonthGeneration);
     const end = windowEnd('monthly', start);
     return { q: { kind: 'member', memberId: request.memberId, windowSk, limitMicros: limits.memberLimitMicros }, ttl: end === undefined ? undefined : Math.floor(end / 1000) + RETENTION_S };
+  }
+
+  /** The workspace-month-limit quantity a request counts in (its month: the one the ledger debits), with the month's expiry; undefined without the limit, or for BYOK. */
+  private monthQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } | undefined {
+    const { limits } = request;
+    if (limits.workspaceLimitMicros === undefined || request.byok) return undefined;
+    const end = windowEnd('monthly', request.now);
+    return { q: { kind: 'month', month: monthId(request.now), limitMicros: limits.workspaceLimitMicros }, ttl: end === undefined ? undefined : Math.floor(end / 1000) + RETENTION_S };
   }
 
   /** The key-limit quantity a request counts in, with its window's expiry; undefined without a key limit. */
@@ -183,6 +192,11 @@ export class RegionalLedger implements Ledger {
       // Likewise the whole amount: the member's month here counts what was given and received.
       const member = this.memberQuantity(request);
       return member === undefined ? undefined : { ...member, micros: Math.max(1, request.amountMicros) };
+    }
+    if (refusal.kind === 'workspace_limit_exceeded') {
+      // Likewise: the month's used here counts what was given and received.
+      const month = this.monthQuantity(request);
+      return month === undefined ? undefined : { ...month, micros: Math.max(1, request.amountMicros) };
     }
     return undefined;
   }
@@ -291,7 +305,7 @@ export class RegionalLedger implements Ledger {
    * (credit: every region's available; a key limit: the whole limit, every region's settled and
    * held on its key slice 0; a member's month: the whole limit, every region's settled and held on
    * its member month, which is the member's use without what was moved; the workspace's month:
-   * the whole limit).
+   * the whole limit, every region's settled and held on its month shares).
    */
   private async widen(request: AdmitRequest, refusal: Refusal): Promise<Refusal> {
     const l = request.limits;
@@ -322,6 +336,17 @@ export class RegionalLedger implements Ledger {
             used += w.settled + w.held;
           }
           return { ...refusal, usedMicros: used, limitMicros: l.memberLimitMicros };
+        }
+      }
+      if (refusal.kind === 'workspace_limit_exceeded' && l.workspaceLimitMicros !== undefined) {
+        const month = this.monthQuantity(request);
+        if (month !== undefined && month.q.kind === 'month') {
+          let used = 0;
+          for (const region of this.setup.regions) {
+            const m = await this.transfers.monthOf(request.workspaceId, month.q, region);
+            used += m.settled + m.held;
+          }
+          return { ...refusal, usedMicros: used, limitMicros: l.workspaceLimitMicros };
         }
       }
     } catch {

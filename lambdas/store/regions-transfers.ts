@@ -9,23 +9,28 @@
  *   `sent[r] += x`, and, in the same transaction, the giver's slice 0 loses `x` of credit
  *   (`available` and `credited`, conditioned on having it), or the window the limit is checked on
  *   (key slice 0's key window, or the member's month) counts `x` as used (conditioned on
- *   `used ≤ share − x`, the region's fixed share of the limit). `x` is the
+ *   `used ≤ share − x`, the region's fixed share of the limit), or its slice 0's workspace month
+ *   share moves `x` from room (`mr`) to used (`mu`) (conditioned on the month, its tag and the
+ *   room; the month's headroom is first gathered onto slice 0 by a month-only rebalance). `x` is the
  *   ask, or more toward the asker's weighted part of both regions' spare (`giveFor`).
  * - **Receiving** (`receive`, by the receiver): `recv[g]` moved from the value `v` it read to the
  *   `sent[r]` it read on `g`'s item, conditioned on still being `v` (two processes racing: one
  *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its window
  *   (key slice 0's key window, or the member's month) counts the difference as used less (a
- *   limit's headroom).
+ *   limit's headroom), or its slice 0's workspace month share moves it from used to room.
  *
  * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>` or `<member month
- * sk>~L<limit>`, with `region` (the writer, for the agent's stream filter), `ws`, `keyId` (a key
+ * sk>~L<limit>` or `MONTH#<yyyy-mm>~L<limit>`, with `region` (the writer, for the agent's stream filter), `ws`, `keyId` (a key
  * window's) or `memberId` (a member month's), and the counters (`core/transfers.ts`).
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
+import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit } from '../core/admission';
+import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
+import { monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import type { Item } from './items';
+import { SLICE_NAMES, sliceRebalance, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -71,6 +76,49 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
   if (ttl !== undefined) w.set(`${w.a('ttl')} = if_not_exists(${w.a('ttl')}, ${w.v(ttl)})`);
   w.add('usedMicros', micros).add('heldMicros', 0);
   return w;
+}
+
+type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
+
+/** The first instant of a month quantity's month (what the ledger's snapshot is read at, so its month shares are that month's). */
+function monthStart(q: MonthQuantity): number {
+  const n = monthNumberOf(q.month);
+  return Date.UTC(Math.floor(n / 100), (n % 100) - 1, 1);
+}
+
+/** The limits a month-only rebalance is planned under: the region's share of the month limit, nothing else binding. */
+function monthOnly(shareMicros: number): AdmissionLimits {
+  return { keyWindow: 'never', spendRateCapMicros: Number.MAX_SAFE_INTEGER, keyRatePerMinute: Number.MAX_SAFE_INTEGER, workspaceLimitMicros: shareMicros };
+}
+
+/**
+ * Slice 0's workspace month share moved by `micros` from room to used (a give: `micros` > 0) or
+ * back (a receive: < 0), on the share as read (`stored`: the month slice 0 holds, undefined for
+ * none): added to this month's share, conditioned on it still being this month's (and, for a
+ * give, on its tag and room); a share of an earlier month (or none) is written whole for this
+ * month, with the whole region's share as its start, conditioned on exactly what was read.
+ */
+function monthMove(month: number, stored: number | undefined, micros: number, shareMicros: number): UpdateBuilder {
+  const N = SLICE_NAMES;
+  const u = new UpdateBuilder();
+  const mo = u.a(N.month);
+  if (stored === month) {
+    u.add(N.monthUsed, micros).add(N.monthRoom, -micros);
+    const room = u.a(N.monthRoom);
+    u.when(micros > 0 ? `${mo} = ${u.v(month)} AND ${u.a(N.monthLimit)} = ${u.v(shareMicros)} AND ${room} >= ${u.v(micros)}` : `${mo} = ${u.v(month)}`);
+    return u;
+  }
+  u.when(stored === undefined ? `attribute_not_exists(${mo})` : `${mo} = ${u.v(stored)}`);
+  u.set(`${mo} = ${u.v(month)}, ${u.a(N.monthSettled)} = ${u.v(0)}, ${u.a(N.monthHeld)} = ${u.v(0)}, ${u.a(N.monthUsed)} = ${u.v(micros)}`);
+  u.set(`${u.a(N.monthRoom)} = ${u.v(shareMicros - micros)}, ${u.a(N.monthLimit)} = ${u.v(shareMicros)}`);
+  return u;
+}
+
+/** The month slice 0's item holds a share of (`mo`), as read; undefined for none. */
+async function storedMonthOf(db: DocumentSender, table: string, workspaceId: string): Promise<number | undefined> {
+  const got = await db.send(new GetCommand({ TableName: table, Key: sliceKey(workspaceId, 0), ConsistentRead: true }));
+  const mo = got.Item?.[SLICE_NAMES.month];
+  return typeof mo === 'number' ? mo : undefined;
 }
 
 /** One region's transfers: its own items written through its lens, the others' read in its replica. */
@@ -150,6 +198,16 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else if (q.kind === 'month') {
+        // Slice 0's month share: used down, room up (below zero used if need be), so the share
+        // the region's ledger checks never moves; a share already in a later month takes
+        // nothing (the month is over: nothing enforces it any more), only the counter moves.
+        const month = monthNumberOf(q.month);
+        const stored = await storedMonthOf(this.own, this.tables.ledger, workspaceId);
+        if (stored === undefined || stored <= month) {
+          const m = monthMove(month, stored, -delta, regionShare(this.setup, q.limitMicros));
+          items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...m.build() } });
+        }
       } else {
         // The window counts it as used less (below zero if need be): the region's ledger keeps
         // checking its fixed share, so the limit it sees never moves under it.
@@ -182,8 +240,18 @@ export class RegionTransfers {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
     }
+    if (q.kind === 'month') {
+      const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthStart(q));
+      return Math.max(0, regionShare(this.setup, q.limitMicros, region) - monthUsed(snapshot));
+    }
     const w = await this.windowOf(workspaceId, q, region);
     return Math.max(0, regionShare(this.setup, q.limitMicros, region) - w.used);
+  }
+
+  /** The workspace month's settled and held in `region` (its own use: transfers never touch them), as this replica holds its slices. */
+  async monthOf(workspaceId: string, q: MonthQuantity, region: string = this.setup.region): Promise<{ settled: number; held: number }> {
+    const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthStart(q));
+    return snapshot.slices.reduce((a, s) => ({ settled: a.settled + s.month.settledMicros, held: a.held + s.month.heldMicros }), { settled: 0, held: 0 });
   }
 
   /** What `peer` has spare of a quantity as this region can tell (`seenSpare`: its replicated figure, plus what this region sent it that it does not show yet). */
@@ -214,6 +282,40 @@ export class RegionTransfers {
 
   private weightOf(region: string): number {
     return this.setup.weights[this.setup.regions.indexOf(region)] ?? 1;
+  }
+
+  /**
+   * This region's slice 0 month share of `q`'s month, after gathering up to `want` of room into it
+   * from its other slices (a month-only rebalance, planned as an admission's is and conditioned
+   * the same way; a share under a stale tag is retagged first): the snapshot read after.
+   */
+  private async monthOnSliceZero(workspaceId: string, q: MonthQuantity, want: number): Promise<AdmissionSnapshot> {
+    const at = monthStart(q);
+    const month = monthNumberOf(q.month);
+    const share = regionShare(this.setup, q.limitMicros);
+    const limits = monthOnly(share);
+    const snapshot = await this.ledger.readSlices(workspaceId, at);
+    const zero = snapshot.slices[0];
+    if (zero === undefined || (!monthNeedsRetag(snapshot, limits) && monthRoomOf(zero, share) >= want)) return snapshot;
+    const plan = planRebalance(snapshot, 0, { needMicros: want, limits, byok: false, hasMember: false, now: at });
+    const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
+    for (const e of plan.edits) {
+      const seen = snapshot.slices[e.slice];
+      if (seen === undefined) continue;
+      // Only the month share moves here: the money and the spend-rate headroom stay where they are.
+      const edit: SliceEdit = { slice: e.slice, availableDelta: 0, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) };
+      const built = sliceRebalance(edit, seen, seen.rateCap ?? 0, { id: month, limitMicros: share });
+      if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, e.slice), ...built } });
+    }
+    if (items.length > 0) {
+      try {
+        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+      } catch (err) {
+        // A concurrent admission or settlement changed a slice: the give takes what slice 0 has.
+        if (!cancelled(err)) throw err;
+      }
+    }
+    return this.ledger.readSlices(workspaceId, at);
   }
 
   /** This region's slice 0 credit, after gathering up to `want` into it from its other slices. */
@@ -257,6 +359,21 @@ export class RegionTransfers {
           const s = new UpdateBuilder();
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+        }
+      } else if (q.kind === 'month') {
+        const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        give = 0;
+        if (want > 0) {
+          const month = monthNumberOf(q.month);
+          const share = regionShare(this.setup, q.limitMicros);
+          const snapshot = await this.monthOnSliceZero(workspaceId, q, want);
+          const zero = snapshot.slices[0];
+          const stored = zero?.month.storedMonth;
+          // A share under a stale tag (the rebalance lost a race) or already in a later month gives nothing now.
+          if (zero !== undefined && !monthNeedsRetag(snapshot, monthOnly(share)) && (stored === undefined || stored <= month)) {
+            give = Math.min(want, monthRoomOf(zero, share));
+            if (give > 0) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...monthMove(month, stored, give, share).build() } });
+          }
         }
       } else {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
@@ -303,4 +420,9 @@ export class RegionTransfers {
     const mine = await this.readOwn(workspaceId, q);
     return Object.fromEntries(peersOf(this.setup).map((p) => [p, peerCounters(mine, p)]));
   }
+}
+
+/** What a region's slices count as used of the month a snapshot was read for (its own use, plus what it gave, less what it received). */
+function monthUsed(snapshot: AdmissionSnapshot): number {
+  return snapshot.slices.reduce((a, s) => a + s.month.usedMicros, 0);
 }

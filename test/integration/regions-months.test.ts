@@ -12,13 +12,24 @@
  *   charged, never past the limit, and the credit invariant holds.
  * - A transfer of member-month headroom is applied exactly once under replayed stream records and
  *   racing receivers.
+ * - The same for the workspace's month limit, whose headroom moves on each region's slice 0 month
+ *   share (room `mr` and used `mu`), the workspace on four slices in each region so the slices
+ *   lend each other room: exactly the limit admitted, summed; `ms + mh` never past it while the
+ *   race runs; in each region, room and used of its slices always sum to its share (so its
+ *   ledger keeps checking a fixed share, and the slices' lending stays exact).
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
 import { windowKeys } from '../../lambdas/core/windows';
 import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
-import { memberPk } from '../../lambdas/store/keys';
+import { memberPk, slicePk } from '../../lambdas/store/keys';
+import { SLICE_NAMES } from '../../lambdas/store/items';
+import { writeSliceCount } from '../../lambdas/store/ledger';
+import { lensFor } from '../../lambdas/store/regions-balance';
+import { regionalPk } from '../../lambdas/store/regions-lens';
+import { monthId, monthNumber } from '../../lambdas/core/windows';
+import { regionShare } from '../../lambdas/store/regions';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { RegionTransfers, transferPk } from '../../lambdas/store/regions-transfers';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
@@ -135,10 +146,10 @@ describe("a member's month limit split between two regions", () => {
     const ws = await fx.workspace();
     await fx.credit(east, ws, 1_000 * COST);
     await fx.credit(west, ws, 1_000 * COST);
-    // Two thirds of the traffic in the west: it runs past its share and borrows the east's.
+    // Most of the traffic in the west: it runs past its share and borrows what the east's own traffic leaves.
     await memberRace(ws, 'mem_both', [
-      ...Array.from({ length: 70 }, () => ({ region: east, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
-      ...Array.from({ length: 130 }, () => ({ region: west, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
+      ...Array.from({ length: 30 }, () => ({ region: east, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
+      ...Array.from({ length: 170 }, () => ({ region: west, request: request(ws, COST, { memberId: 'mem_both', limits: memberLimits() }) })),
     ]);
     await fx.expectInvariant(ws, 2_000 * COST);
   });
@@ -209,6 +220,161 @@ describe("a member's month limit split between two regions", () => {
       await settleAll(ledgerOf(west), west57.admitted.get(WEST) ?? [], settlement(COST));
       await settleAll(ledgerOf(east), east43.admitted.get(HOME) ?? [], settlement(COST));
       await fx.expectInvariant(ws, 200 * COST);
+    } finally {
+      for (const r of [east, west]) await fx.startAgent(r);
+    }
+  });
+});
+
+/** The workspace's month limit, on an otherwise open request. */
+const monthLimits = (limitMicros = LIMIT): AdmissionLimits => ({ ...OPEN, workspaceLimitMicros: limitMicros });
+const SLICES = 4;
+
+/**
+ * One region's workspace month, from its slices' month shares (read consistently in its own
+ * replica): settled, held, used and room summed over the slices holding this month's share, and
+ * a slice 0 holding none counted with the region's whole share as room (as the ledger counts it).
+ */
+async function workspaceMonth(r: Region, ws: string): Promise<{ settled: number; held: number; used: number; room: number }> {
+  const N = SLICE_NAMES;
+  const out = { settled: 0, held: 0, used: 0, room: 0 };
+  for (let i = 0; i < SLICES; i += 1) {
+    const pk = regionalPk(slicePk(ws, i), 'BALANCE', regionTag(SETUP, r.name));
+    const item = (await r.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk, sk: 'BALANCE' }, ConsistentRead: true }))).Item;
+    if (item?.[N.month] !== monthNumber(NOW)) {
+      if (i === 0) out.room += regionShare(SETUP, LIMIT, r.name);
+      continue;
+    }
+    out.settled += num(item[N.monthSettled]);
+    out.held += num(item[N.monthHeld]);
+    out.used += num(item[N.monthUsed]);
+    out.room += num(item[N.monthRoom]);
+  }
+  return out;
+}
+
+/** A workspace credited in both regions, on {@link SLICES} slices in each (each region's own slice 0 says so). */
+async function slicedWorkspace(): Promise<string> {
+  const ws = await fx.workspace();
+  for (const r of [east, west]) {
+    await fx.credit(r, ws, 1_000 * COST);
+    expect(await writeSliceCount(lensFor(r.raw, fx.tables(), SETUP, r.name), fx.t('ledger'), ws, undefined, SLICES, SLICES)).toBe(true);
+  }
+  await fx.caughtUp(ws);
+  return ws;
+}
+
+/** In each region, the room and used of its slices sum to its share of the limit: transfers and lending move figures, never make or lose any. */
+async function expectShares(ws: string): Promise<void> {
+  for (const r of [east, west]) {
+    const m = await workspaceMonth(r, ws);
+    expect(`${r.name} ${m.room + m.used}`).toBe(`${r.name} ${regionShare(SETUP, LIMIT, r.name)}`);
+  }
+}
+
+/** A race on the workspace's month limit, its figures checked while it runs and once everything is settled and replicated. */
+async function monthRace(ws: string, requests: { region: Region; request: AdmitRequest }[]): Promise<void> {
+  let running = true;
+  let maxSum = 0;
+  const watch = (async () => {
+    while (running) {
+      const a = await workspaceMonth(east, ws);
+      const b = await workspaceMonth(west, ws);
+      maxSum = Math.max(maxSum, a.settled + a.held + b.settled + b.held);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  const { admitted, refused } = await race(requests.map((r) => ({ region: admitting(r.region), request: r.request })));
+  running = false;
+  await watch;
+  const total = (admitted.get(HOME)?.length ?? 0) + (admitted.get(WEST)?.length ?? 0);
+  expect(total).toBe(LIMIT / COST);
+  expect(refused).toEqual(Array.from({ length: requests.length - total }, () => 'workspace_limit_exceeded'));
+  expect(maxSum).toBeLessThanOrEqual(LIMIT);
+
+  // A refusal now says the workspace's month as a whole: every region's use, the whole limit.
+  const late = await ledgerOf(west).admit(request(ws, COST, { limits: monthLimits() }));
+  expect(late).toEqual({ admitted: false, refusal: { kind: 'workspace_limit_exceeded', usedMicros: LIMIT, limitMicros: LIMIT } });
+
+  await settleAll(ledgerOf(east), admitted.get(HOME) ?? [], settlement(COST));
+  await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
+  await fx.caughtUp();
+  const months = [await workspaceMonth(east, ws), await workspaceMonth(west, ws)];
+  expect(months.map((m) => m.held)).toEqual([0, 0]);
+  expect(months.reduce((a, m) => a + m.settled, 0)).toBe(LIMIT);
+  // `used` carries the moves too: summed, the use plus what is in transit, never past the limit.
+  expect(months.reduce((a, m) => a + m.used, 0)).toBe(LIMIT + (await inTransit(ws, { kind: 'month', month: monthId(NOW), limitMicros: LIMIT })));
+  expect(months.reduce((a, m) => a + m.used, 0)).toBeLessThanOrEqual(LIMIT);
+  await expectShares(ws);
+}
+
+describe("the workspace's month limit split between two regions", () => {
+  test('a 200-way race with traffic in both regions, four slices in each, admits exactly the limit, summed; never past it while it runs; the credit invariant holds', async () => {
+    const ws = await slicedWorkspace();
+    // Most of the traffic in the west: it runs past its share and borrows what the east's own traffic leaves.
+    await monthRace(ws, [
+      ...Array.from({ length: 30 }, () => ({ region: east, request: request(ws, COST, { limits: monthLimits() }) })),
+      ...Array.from({ length: 170 }, () => ({ region: west, request: request(ws, COST, { limits: monthLimits() }) })),
+    ]);
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a 200-way race with all the traffic in one region admits exactly the limit: the region borrows the other's whole share", async () => {
+    const ws = await slicedWorkspace();
+    await monthRace(
+      ws,
+      Array.from({ length: 200 }, () => ({ region: west, request: request(ws, COST, { limits: monthLimits() }) })),
+    );
+    const east0 = await workspaceMonth(east, ws);
+    expect([east0.settled, east0.used, east0.room]).toEqual([0, LIMIT / 2, 0]);
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a workspace month's transfer is applied exactly once under replayed stream records and racing receivers; the giver gathers its slices' room first", async () => {
+    const ws = await slicedWorkspace();
+    const q: Quantity = { kind: 'month', month: monthId(NOW), limitMicros: LIMIT };
+    await east.agent?.stop();
+    await west.agent?.stop();
+    try {
+      // Forty of the east's fifty on its four slices: the slices lend each other room.
+      const alone = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: new RegionalLedger(r.raw, fx.tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 0 }) });
+      const first = await race(Array.from({ length: 40 }, () => ({ region: alone(east), request: request(ws, COST, { limits: monthLimits() }) })));
+      expect(first.admitted.get(HOME)?.length).toBe(40);
+      await expectShares(ws);
+      const eastX = new RegionTransfers(east.raw, fx.tables(), asRegion(SETUP, HOME));
+      const westX = new RegionTransfers(west.raw, fx.tables(), asRegion(SETUP, WEST));
+      // All the east has left: ten, spread over its four slices, gathered onto its slice 0 for the give.
+      await westX.ask(ws, q, HOME, 10 * COST);
+      await fx.caughtUp(ws);
+      expect(await eastX.answer(ws, q, WEST)).toBe(10 * COST);
+      expect(await eastX.answer(ws, q, WEST)).toBe(0);
+      expect(await workspaceMonth(east, ws)).toMatchObject({ held: 40 * COST, used: 50 * COST, room: 0 });
+      await fx.caughtUp(ws);
+      const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
+      const S = (v: unknown): { S: string } => ({ S: String(v) });
+      const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws) }, SequenceNumber: '1' } };
+      const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
+      const got = await Promise.all([
+        ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+        handleTransferRecords(westX, event),
+      ]);
+      const credited = got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0);
+      expect(credited).toBeLessThanOrEqual(10 * COST);
+      expect(await workspaceMonth(west, ws)).toEqual({ settled: 0, held: 0, used: -10 * COST, room: 60 * COST });
+      expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 10 * COST, asked: 10 * COST });
+      await expectShares(ws);
+      // On their own, the west now admits 60 and refuses the rest; the east, nothing more.
+      const west60 = await race(Array.from({ length: 63 }, () => ({ region: alone(west), request: request(ws, COST, { limits: monthLimits() }) })));
+      expect(west60.admitted.get(WEST)?.length).toBe(60);
+      expect(west60.refused).toEqual(['workspace_limit_exceeded', 'workspace_limit_exceeded', 'workspace_limit_exceeded']);
+      const east0 = await race(Array.from({ length: 2 }, () => ({ region: alone(east), request: request(ws, COST, { limits: monthLimits() }) })));
+      expect(east0.refused).toEqual(['workspace_limit_exceeded', 'workspace_limit_exceeded']);
+      await settleAll(ledgerOf(west), west60.admitted.get(WEST) ?? [], settlement(COST));
+      await settleAll(ledgerOf(east), first.admitted.get(HOME) ?? [], settlement(COST));
+      await expectShares(ws);
+      await fx.expectInvariant(ws, 2_000 * COST);
     } finally {
       for (const r of [east, west]) await fx.startAgent(r);
     }

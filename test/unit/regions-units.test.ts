@@ -95,7 +95,7 @@ describe('transfers', () => {
     expect(quantityOf('KEYWIN#key_a#2026-11', 'key_a')).toBeUndefined();
   });
 
-  test("a member month's quantity carries its limit and reads back with the member stamped on its item; one without its stamp is not known", () => {
+  test("a member month's and the workspace month's quantities carry their limit and read back (a member's with the member stamped on its item); one without its stamp is not known", () => {
     const q = { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11~1700', limitMicros: 7_000 } as const;
     expect(quantityId(q)).toBe('MEMBERMONTH#mem_a#2026-11~1700~L7000');
     expect(quantityOf(quantityId(q), undefined, 'mem_a')).toEqual(q);
@@ -107,6 +107,12 @@ describe('transfers', () => {
     expect(quantityOf('KEYWIN#key_a#2026-11~L5000', undefined, 'mem_a')).toBeUndefined();
     expect(quantityOf('MEMBERMONTH#mem_a#2026-11~L5x', undefined, 'mem_a')).toBeUndefined();
     expect(quantityOf('MEMBERMONTH#mem_a#2026-11', undefined, 'mem_a')).toBeUndefined();
+    // The workspace month: its month and limit, nothing stamped; a month id that is no month is not known.
+    const month = { kind: 'month', month: '2026-11', limitMicros: 9_000 } as const;
+    expect(quantityId(month)).toBe('MONTH#2026-11~L9000');
+    expect(quantityOf(quantityId(month), undefined)).toEqual(month);
+    expect(quantityOf('MONTH#2026-13~L9000', undefined)).toBeUndefined();
+    expect(quantityOf('MONTH#2026-11', undefined)).toBeUndefined();
     // Key and member quantities of one window id never share a transfer item.
     expect(quantityId({ kind: 'key', keyId: 'mem_a', windowSk: 'KEYWIN#mem_a#2026-11', limitMicros: 7_000 })).not.toBe(quantityId(plain));
   });
