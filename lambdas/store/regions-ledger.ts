@@ -327,27 +327,13 @@ export class RegionalLedger implements Ledger {
         }
         return { ...refusal, settledMicros: settled, heldMicros: held, limitMicros: l.keyLimitMicros };
       }
-      if (refusal.kind === 'member_limit_exceeded' && l.memberLimitMicros !== undefined) {
-        const member = this.memberQuantity(request);
-        if (member !== undefined && member.q.kind === 'member') {
-          let used = 0;
-          for (const region of this.setup.regions) {
-            const w = await this.transfers.windowOf(request.workspaceId, member.q, region);
-            used += w.settled + w.held;
-          }
-          return { ...refusal, usedMicros: used, limitMicros: l.memberLimitMicros };
-        }
+      const member = refusal.kind === 'member_limit_exceeded' ? this.memberQuantity(request)?.q : undefined;
+      if (refusal.kind === 'member_limit_exceeded' && l.memberLimitMicros !== undefined && member?.kind === 'member') {
+        return { ...refusal, usedMicros: await this.usedEverywhere((region) => this.transfers.windowOf(request.workspaceId, member, region)), limitMicros: l.memberLimitMicros };
       }
-      if (refusal.kind === 'workspace_limit_exceeded' && l.workspaceLimitMicros !== undefined) {
-        const month = this.monthQuantity(request);
-        if (month !== undefined && month.q.kind === 'month') {
-          let used = 0;
-          for (const region of this.setup.regions) {
-            const m = await this.transfers.monthOf(request.workspaceId, month.q, region);
-            used += m.settled + m.held;
-          }
-          return { ...refusal, usedMicros: used, limitMicros: l.workspaceLimitMicros };
-        }
+      const month = refusal.kind === 'workspace_limit_exceeded' ? this.monthQuantity(request)?.q : undefined;
+      if (refusal.kind === 'workspace_limit_exceeded' && l.workspaceLimitMicros !== undefined && month?.kind === 'month') {
+        return { ...refusal, usedMicros: await this.usedEverywhere((region) => this.transfers.monthOf(request.workspaceId, month, region)), limitMicros: l.workspaceLimitMicros };
       }
     } catch {
       // The others' figures are only for the message: the refusal stands without them.
@@ -356,6 +342,16 @@ export class RegionalLedger implements Ledger {
     if (refusal.kind === 'workspace_limit_exceeded' && l.workspaceLimitMicros !== undefined) return { ...refusal, limitMicros: l.workspaceLimitMicros };
     if (refusal.kind === 'spend_rate_exceeded') return { ...refusal, capMicros: l.spendRateCapMicros };
     return refusal;
+  }
+
+  /** Settled plus held summed over every region, each region's read with `read` (its own use: transfers never touch these figures). */
+  private async usedEverywhere(read: (region: string) => Promise<{ settled: number; held: number }>): Promise<number> {
+    let used = 0;
+    for (const region of this.setup.regions) {
+      const u = await read(region);
+      used += u.settled + u.held;
+    }
+    return used;
   }
 
   settle(hold: HoldRecord, settlement: Settlement): Promise<boolean> {

@@ -67,6 +67,8 @@ const ledgerOf = (r: Region): RegionalLedger => {
   return r.ledger;
 };
 const admitting = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: ledgerOf(r) });
+/** A process of region `r` that never asks (its share alone decides), for counting what a region holds after a transfer with the agents stopped. */
+const alone = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: new RegionalLedger(r.raw, fx.tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 0 }) });
 
 /** The member's limit, on an otherwise open request. */
 const memberLimits = (limitMicros = LIMIT): AdmissionLimits => ({ ...OPEN, memberLimitMicros: limitMicros });
@@ -112,6 +114,26 @@ async function inTransit(ws: string, q: Quantity): Promise<number> {
     (await east.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `${transferPk(ws)}${regionTag(SETUP, owner.name)}`, sk: quantityId(q) }, ConsistentRead: true }))).Item;
   const [e, w] = [await read(east), await read(west)];
   return peerCounters(e, WEST).sent - peerCounters(w, HOME).recv + (peerCounters(w, HOME).sent - peerCounters(e, WEST).recv);
+}
+
+/**
+ * The east's transfer item of `q` as the west's stream shows it (with the member it is of, if
+ * any), replayed three times in one batch and in three batches, while ten receivers of the west
+ * race them: what the receivers say they credited, and the item.
+ */
+async function replayedAndRaced(westX: RegionTransfers, ws: string, q: Quantity): Promise<{ image: Record<string, unknown>; credited: number }> {
+  const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
+  const S = (v: unknown): { S: string } => ({ S: String(v) });
+  const stamp = image.memberId === undefined ? {} : { memberId: S(image.memberId) };
+  const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), ...stamp }, SequenceNumber: '1' } };
+  const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
+  const got = await Promise.all([
+    ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
+    handleTransferRecords(westX, event),
+    handleTransferRecords(westX, event),
+    handleTransferRecords(westX, event),
+  ]);
+  return { image, credited: got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0) };
 }
 
 /** A race on a member's limit, its figures checked while it runs and once everything is settled and replicated. */
@@ -192,26 +214,14 @@ describe("a member's month limit split between two regions", () => {
       expect(await eastX.answer(ws, q, WEST)).toBe(0);
       expect(await memberMonth(east, ws, memberId)).toEqual({ settled: 0, held: 0, used: 7 * COST });
       await fx.caughtUp(ws);
-      // The east's transfer item as the west's stream shows it, with the member it is of, replayed in one batch and in three.
-      const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
+      const { image, credited } = await replayedAndRaced(westX, ws, q);
       expect(image.memberId).toBe(memberId);
-      const S = (v: unknown): { S: string } => ({ S: String(v) });
-      const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), memberId: S(image.memberId) }, SequenceNumber: '1' } };
-      const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
-      const got = await Promise.all([
-        ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
-        handleTransferRecords(westX, event),
-        handleTransferRecords(westX, event),
-        handleTransferRecords(westX, event),
-      ]);
-      const credited = got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0);
       expect(credited).toBeLessThanOrEqual(7 * COST);
       expect(await memberMonth(west, ws, memberId)).toEqual({ settled: 0, held: 0, used: -7 * COST });
       expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7 * COST, asked: 7 * COST });
       expect((await eastX.counters(ws, q))[WEST]).toMatchObject({ sent: 7 * COST, answered: 7 * COST });
       // On its own (processes that never ask: the agents are stopped), the west now admits 57 of
       // the member's requests and refuses the rest; the east, 43.
-      const alone = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: new RegionalLedger(r.raw, fx.tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 0 }) });
       const west57 = await race(Array.from({ length: 60 }, () => ({ region: alone(west), request: request(ws, COST, { memberId, limits: memberLimits() }) })));
       expect(west57.admitted.get(WEST)?.length).toBe(57);
       expect(west57.refused).toEqual(['member_limit_exceeded', 'member_limit_exceeded', 'member_limit_exceeded']);
@@ -337,7 +347,6 @@ describe("the workspace's month limit split between two regions", () => {
     await west.agent?.stop();
     try {
       // Forty of the east's fifty on its four slices: the slices lend each other room.
-      const alone = (r: Region): { name: string; ledger: RegionalLedger } => ({ name: r.name, ledger: new RegionalLedger(r.raw, fx.tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 0 }) });
       const first = await race(Array.from({ length: 40 }, () => ({ region: alone(east), request: request(ws, COST, { limits: monthLimits() }) })));
       expect(first.admitted.get(HOME)?.length).toBe(40);
       await expectShares(ws);
@@ -350,17 +359,7 @@ describe("the workspace's month limit split between two regions", () => {
       expect(await eastX.answer(ws, q, WEST)).toBe(0);
       expect(await workspaceMonth(east, ws)).toMatchObject({ held: 40 * COST, used: 50 * COST, room: 0 });
       await fx.caughtUp(ws);
-      const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
-      const S = (v: unknown): { S: string } => ({ S: String(v) });
-      const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws) }, SequenceNumber: '1' } };
-      const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
-      const got = await Promise.all([
-        ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
-        handleTransferRecords(westX, event),
-        handleTransferRecords(westX, event),
-        handleTransferRecords(westX, event),
-      ]);
-      const credited = got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0);
+      const { credited } = await replayedAndRaced(westX, ws, q);
       expect(credited).toBeLessThanOrEqual(10 * COST);
       expect(await workspaceMonth(west, ws)).toEqual({ settled: 0, held: 0, used: -10 * COST, room: 60 * COST });
       expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 10 * COST, asked: 10 * COST });
