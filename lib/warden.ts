@@ -2,6 +2,7 @@ import { ArnFormat, Duration, Stack, Validations } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import { WARDEN_ENV } from '../lambdas/warden/env';
@@ -22,6 +23,10 @@ export function probeKeySecretName(stage: string): string {
 export interface WardenProps {
   /** The stage's settings (name, memory, log retention). */
   readonly stage: StageSettings;
+  /** The workspaces table in this region (the configuration home's heartbeat item is on it). */
+  readonly workspacesTable: dynamodb.ITable;
+  /** Whether this is the configuration home's region: its warden writes the heartbeat; the others read it. */
+  readonly home: boolean;
   /**
    * Handler file, relative to the repository root.
    * @default 'lambdas/warden/handler.ts'
@@ -41,9 +46,14 @@ export interface WardenProps {
  * depend on the regions' stacks without a cycle. Until both exist it fails each run, which its
  * error alarm reports.
  *
+ * The configuration home's warden also writes a heartbeat item on the workspaces table every
+ * round; the others read its age in their replica and mark their own region `stale` past 30 s
+ * (`lambdas/warden/health.ts`, `ownState`).
+ *
  * Grants: `GetSecretValue` on those two secrets in its own region; `DescribeKeyValueStore`,
  * `GetKey` and `PutKey` on the account's KeyValueStores (the store's id is made by the front
- * door's stack, after this one).
+ * door's stack, after this one); `PutItem` (the home) or `GetItem` (the others) on the workspaces
+ * table in its region.
  */
 export class Warden extends Construct {
   /** The warden function. */
@@ -78,6 +88,10 @@ export class Warden extends Construct {
       schedule: events.Schedule.rate(Duration.minutes(1)),
       targets: [new targets.LambdaFunction(this.fn, { retryAttempts: 0 })],
     });
+
+    // The configuration home's heartbeat: one item, written by the home's warden only, read by the others in their replica.
+    if (props.home) props.workspacesTable.grant(this.fn, 'dynamodb:PutItem');
+    else props.workspacesTable.grant(this.fn, 'dynamodb:GetItem');
 
     const stack = Stack.of(this);
     // Secrets Manager appends six random characters to a secret's name in its ARN.

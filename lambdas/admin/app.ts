@@ -117,6 +117,15 @@ export async function handleAdmin(req: AdminRequest, deps: AdminDeps): Promise<A
     const allow = [...new Set(candidates.map((c) => c.route.method))].join(', ');
     return refuse(req.requestId, 'method_not_allowed', `${req.method} is not served on ${req.path}`, { allow });
   }
+  // Several regions: changes are made in the configuration home only (docs/regions.md,
+  // "Configuration"). Elsewhere a write would be a second writer of items the home writes (a
+  // top-up lands on the home's credit slice; at most five live keys and a reference used once
+  // hold only with one writer), so it is refused before anything is read; reads are served here.
+  const regions = deps.ctx.regions;
+  const home = regions?.regions[0];
+  if (regions !== undefined && home !== undefined && regions.region !== home && chosen.route.method !== 'GET') {
+    return refuse(req.requestId, 'configuration_home_elsewhere', `this management API (${regions.region}) only reads: changes are made in the configuration home, ${home} (its stack's AdminUrl)`);
+  }
   if (req.body !== undefined && Buffer.byteLength(req.body) > ADMIN_MAX_BODY_BYTES) {
     return refuse(req.requestId, 'payload_too_large', `the body is over ${ADMIN_MAX_BODY_BYTES} bytes`);
   }

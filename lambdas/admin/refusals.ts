@@ -35,6 +35,7 @@ export const ADMIN_REFUSALS = {
   provider_exists: { status: 409, type: 'invalid_request_error' },
   provider_in_use: { status: 409, type: 'invalid_request_error' },
   model_exists: { status: 409, type: 'invalid_request_error' },
+  configuration_home_elsewhere: { status: 409, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   secret_store_missing: { status: 500, type: 'api_error' },
   audit_failed: { status: 500, type: 'api_error' },

@@ -2,7 +2,9 @@
  * The warden of one region (docs/regions.md, "The front door"): run every minute, it probes every
  * region's gateway (`GET /v1/models` with the probe key) every 5 s until the minute is nearly
  * over, and writes each region's state to the front door's KeyValueStore when it changes, with
- * the ETag it read. The CloudFront Function reads the store on every request.
+ * the ETag it read. The CloudFront Function reads the store on every request. Its own region's
+ * state also says `stale` while replication from the configuration home lags (`ownState`): the
+ * home's warden writes a heartbeat item every round, the others read its age in their replica.
  *
  * The probe key and the configuration are replicated secrets read in this region, so a warden
  * keeps working when the home region (or us-east-1, where the front door's stack lives) does not.
@@ -10,12 +12,15 @@
  */
 import '@aws-sdk/signature-v4a';
 import { CloudFrontKeyValueStoreClient, DescribeKeyValueStoreCommand, GetKeyCommand, PutKeyCommand } from '@aws-sdk/client-cloudfront-keyvaluestore';
+import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { ENV } from '../shared/config';
 import { emfLine, EMF_NAMESPACE } from '../shared/emf';
 import { REGION_ENV } from '../shared/region-env';
+import { tableName } from '../shared/schema';
 import { WARDEN_ENV } from './env';
-import { REGIONS_KEY } from './handler-constants';
-import { afterProbe, mergeStates, parseStates, parseWardenConfig, probeOk, type RegionHealth, type RegionState, type WardenConfig } from './health';
+import { HEARTBEAT_KEY, REGIONS_KEY } from './handler-constants';
+import { afterProbe, mergeStates, ownEntryToWrite, ownState, parseStates, parseWardenConfig, probeOk, type RegionHealth, type RegionState, type WardenConfig } from './health';
 
 const PROBE_EVERY_MS = 5_000;
 const PROBE_TIMEOUT_MS = 3_000;
@@ -26,6 +31,9 @@ const RESERVE_MS = 8_000;
 const health = new Map<string, RegionHealth>();
 const secrets = new SecretsManagerClient({});
 const kvs = new CloudFrontKeyValueStoreClient({});
+const dynamo = new DynamoDBClient({});
+/** What the store holds for this warden's own region, as it last read or wrote it. */
+let published: RegionState | undefined;
 
 async function secret(name: string): Promise<string> {
   const out = await secrets.send(new GetSecretValueCommand({ SecretId: name }));
@@ -43,6 +51,27 @@ async function probe(url: string, key: string): Promise<number | undefined> {
   }
 }
 
+/**
+ * The configuration home's heartbeat: the home's warden writes it (and its age is 0); every other
+ * warden reads it in its own region's replica and returns its age. Undefined when there is none yet
+ * or the read failed (no evidence of lag: a store failing here shows in the probes as 5xx).
+ */
+async function heartbeat(table: string, isHome: boolean): Promise<number | undefined> {
+  const now = Date.now();
+  try {
+    if (isHome) {
+      await dynamo.send(new PutItemCommand({ TableName: table, Item: { pk: { S: HEARTBEAT_KEY.pk }, sk: { S: HEARTBEAT_KEY.sk }, at: { N: String(now) } } }));
+      return 0;
+    }
+    const got = await dynamo.send(new GetItemCommand({ TableName: table, Key: { pk: { S: HEARTBEAT_KEY.pk }, sk: { S: HEARTBEAT_KEY.sk } }, ConsistentRead: true }));
+    const at = Number(got.Item?.at?.N);
+    return Number.isFinite(at) ? Math.max(0, now - at) : undefined;
+  } catch (err) {
+    console.log(JSON.stringify({ event: 'heartbeat_failed', error: err instanceof Error ? err.name : 'unknown' }));
+    return undefined;
+  }
+}
+
 async function readStore(config: WardenConfig): Promise<{ etag: string; states: Record<string, RegionState> }> {
   const described = await kvs.send(new DescribeKeyValueStoreCommand({ KvsARN: config.kvsArn }));
   let value: string | undefined;
@@ -54,12 +83,12 @@ async function readStore(config: WardenConfig): Promise<{ etag: string; states: 
   return { etag: described.ETag ?? '', states: parseStates(value) };
 }
 
-async function writeStore(config: WardenConfig, changed: Record<string, RegionState>): Promise<void> {
+async function writeStore(config: WardenConfig, changed: Record<string, RegionState>, own: string): Promise<void> {
   // Two wardens racing: the one whose ETag is stale reads again and merges its changes in.
   for (let attempt = 1; ; attempt += 1) {
     const { etag, states } = await readStore(config);
     try {
-      await kvs.send(new PutKeyCommand({ KvsARN: config.kvsArn, Key: REGIONS_KEY, Value: mergeStates(states, changed), IfMatch: etag }));
+      await kvs.send(new PutKeyCommand({ KvsARN: config.kvsArn, Key: REGIONS_KEY, Value: mergeStates(states, changed, own), IfMatch: etag }));
       return;
     } catch (err) {
       const name = (err as { name?: string }).name;
@@ -74,23 +103,38 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
   const own = process.env[REGION_ENV.region] ?? 'unknown';
   const config = parseWardenConfig(await secret(process.env[WARDEN_ENV.configSecret] ?? ''));
   const key = await secret(process.env[WARDEN_ENV.probeKeySecret] ?? '');
+  const home = process.env[REGION_ENV.homeRegion] ?? own;
+  const heartbeatTable = tableName(process.env[ENV.tablePrefix] ?? '', 'workspaces');
   const initial = await readStore(config);
   for (const region of Object.keys(config.gateways)) {
     if (!health.has(region)) health.set(region, { state: initial.states[region] === 'down' ? 'down' : 'up', streak: 0 });
   }
+  // Another warden may have changed this region's entry since this one last wrote it.
+  published = initial.states[own];
   while (context.getRemainingTimeInMillis() > RESERVE_MS + PROBE_EVERY_MS) {
     const started = Date.now();
-    const results = await Promise.all(Object.entries(config.gateways).map(async ([region, url]) => [region, await probe(url, key)] as const));
+    const [results, heartbeatAgeMs] = await Promise.all([
+      Promise.all(Object.entries(config.gateways).map(async ([region, url]) => [region, await probe(url, key)] as const)),
+      heartbeat(heartbeatTable, own === home),
+    ]);
     const changed: Record<string, RegionState> = {};
+    let ownFlipped = false;
     for (const [region, status] of results) {
       const before = health.get(region) ?? { state: 'up', streak: 0 };
       const after = afterProbe(before, probeOk(status));
       health.set(region, after);
-      if (after.state !== before.state) changed[region] = after.state;
+      if (after.state === before.state) continue;
+      if (region === own) ownFlipped = true;
+      else changed[region] = after.state;
     }
+    // Its own region: by its probes, and stale while replication from the configuration home lags.
+    const mine = ownState({ probed: health.get(own)?.state ?? 'up', isHome: own === home, homeUp: health.get(home)?.state !== 'down', heartbeatAgeMs });
+    const write = ownEntryToWrite(mine, published, ownFlipped);
+    if (write !== undefined) changed[own] = write;
     if (Object.keys(changed).length > 0) {
-      await writeStore(config, changed);
-      console.log(JSON.stringify({ event: 'region_state_changed', warden: own, changed }));
+      await writeStore(config, changed, own);
+      if (changed[own] !== undefined) published = changed[own];
+      console.log(JSON.stringify({ event: 'region_state_changed', warden: own, changed, ...(heartbeatAgeMs === undefined ? {} : { heartbeatAgeMs }) }));
     }
     // One metric line per round: each region's health as this warden sees it (1 up, 0 down).
     for (const [region] of results) {
@@ -102,6 +146,9 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
           RegionUp: health.get(region)?.state === 'up' ? 1 : 0,
         }),
       );
+    }
+    if (heartbeatAgeMs !== undefined && own !== home) {
+      console.log(emfLine(Date.now(), [{ Namespace: EMF_NAMESPACE, Dimensions: [['Stage', 'Region']], Metrics: [{ Name: 'HomeHeartbeatAge', Unit: 'Milliseconds' }] }], { Stage: stage, Region: own, HomeHeartbeatAge: heartbeatAgeMs }));
     }
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, PROBE_EVERY_MS - (Date.now() - started))));
   }

@@ -5,7 +5,7 @@
  * wardens' state machine and store merging (lambdas/warden/health.ts).
  */
 import { FAILOVER_STATUS_CODES, REGIONS_KEY, gatewayOriginId, routerCode } from '../../lib/front-door-function';
-import { PROBE_THRESHOLD, afterProbe, mergeStates, parseStates, parseWardenConfig, probeOk, type RegionHealth } from '../../lambdas/warden/health';
+import { HEARTBEAT_STALE_MS, PROBE_THRESHOLD, afterProbe, mergeStates, ownEntryToWrite, ownState, parseStates, parseWardenConfig, probeOk, type RegionHealth } from '../../lambdas/warden/health';
 import { REGIONS_KEY as WARDEN_KEY } from '../../lambdas/warden/handler-constants';
 
 interface Routed {
@@ -122,10 +122,43 @@ describe('the warden', () => {
 
   it('writes only the regions it changed over what the store holds, so two wardens keep each other\'s changes', () => {
     expect(mergeStates({ 'us-east-1': 'up', 'us-west-2': 'stale' }, { 'us-east-1': 'down' })).toBe('{"us-east-1":"down","us-west-2":"stale"}');
+    // A region's stale mark is cleared by its own warden only; another's probes may still mark it down.
+    expect(mergeStates({ 'us-east-1': 'up', 'us-west-2': 'stale' }, { 'us-west-2': 'up' }, 'us-east-1')).toBe('{"us-east-1":"up","us-west-2":"stale"}');
+    expect(mergeStates({ 'us-east-1': 'up', 'us-west-2': 'stale' }, { 'us-west-2': 'up' }, 'us-west-2')).toBe('{"us-east-1":"up","us-west-2":"up"}');
+    expect(mergeStates({ 'us-east-1': 'up', 'us-west-2': 'stale' }, { 'us-west-2': 'down' }, 'us-east-1')).toBe('{"us-east-1":"up","us-west-2":"down"}');
     expect(parseStates('{"us-east-1":"down","x":"bogus","us-west-2":"up"}')).toEqual({ 'us-east-1': 'down', 'us-west-2': 'up' });
     expect(parseStates('[1]')).toEqual({});
     expect(parseStates('nope')).toEqual({});
     expect(parseStates(undefined)).toEqual({});
+  });
+
+  it('marks its own region stale when the configuration home\'s heartbeat is older than 30 s there, and only then', () => {
+    const view = { probed: 'up', isHome: false, homeUp: true, heartbeatAgeMs: 5_000 } as const;
+    expect(HEARTBEAT_STALE_MS).toBe(30_000);
+    expect(ownState(view)).toBe('up');
+    expect(ownState({ ...view, heartbeatAgeMs: 30_000 })).toBe('up');
+    expect(ownState({ ...view, heartbeatAgeMs: 30_001 })).toBe('stale');
+    // Its own probes failing: down, whatever the heartbeat.
+    expect(ownState({ ...view, probed: 'down', heartbeatAgeMs: 90_000 })).toBe('down');
+    expect(ownState({ ...view, probed: 'down' })).toBe('down');
+    // The home writes the heartbeat: never stale itself.
+    expect(ownState({ ...view, isHome: true, heartbeatAgeMs: 90_000 })).toBe('up');
+    // The home lost: its heartbeat stopping is not lag (nothing changes there), and the others must serve.
+    expect(ownState({ ...view, homeUp: false, heartbeatAgeMs: 90_000 })).toBe('up');
+    // No heartbeat yet (a new stage): no evidence of lag.
+    expect(ownState({ ...view, heartbeatAgeMs: undefined })).toBe('up');
+  });
+
+  it('writes its own region\'s stale mark whenever the store disagrees, and up or down only when its probes change', () => {
+    expect(ownEntryToWrite('up', 'up', true)).toBeUndefined();
+    expect(ownEntryToWrite('stale', 'up', false)).toBe('stale');
+    expect(ownEntryToWrite('stale', undefined, false)).toBe('stale');
+    expect(ownEntryToWrite('up', 'stale', false)).toBe('up');
+    expect(ownEntryToWrite('down', 'stale', false)).toBe('down');
+    // Another warden found this region down: kept until this warden's own probes change.
+    expect(ownEntryToWrite('up', 'down', false)).toBeUndefined();
+    expect(ownEntryToWrite('up', 'down', true)).toBe('up');
+    expect(ownEntryToWrite('down', 'up', true)).toBe('down');
   });
 
   it('reads the key the function reads, and refuses a configuration without a store or with a gateway that is not https', () => {

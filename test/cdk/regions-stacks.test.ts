@@ -209,6 +209,11 @@ describe('a stage in us-east-1 and us-west-2', () => {
       expect(secrets).toContain(`:secretsmanager:${region}:`);
       expect(secrets).toContain(`${frontDoorConfigSecretName('prod')}-??????`);
       expect(secrets).toContain(`${probeKeySecretName('prod')}-??????`);
+      // The configuration home's heartbeat on the workspaces table: the home's warden writes it, the others only read it.
+      const onTables = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
+      expect(onTables.flatMap(actionsOf)).toEqual([home ? 'dynamodb:PutItem' : 'dynamodb:GetItem']);
+      // The home's own global table by reference; another region's replica by its name.
+      expect(JSON.stringify(onTables.map((s) => s.Resource))).toMatch(home ? /TablesWorkspacesTable[0-9A-F]+/ : /sluice-prod-workspaces/);
     });
 
     it('has its own alarms, each notifying its own topic, the transfer agent and warden among them', () => {

@@ -127,6 +127,34 @@ describe('the Lambda handler', () => {
     expect(body.error).toMatchObject({ code: 'unauthenticated', type: 'authentication_error' });
   });
 
+  it('outside the configuration home, refuses every change with 409 configuration_home_elsewhere before touching the store, and serves reads', async () => {
+    const sent: string[] = [];
+    const doc = { send: async (command: { constructor: { name: string } }) => (sent.push(command.constructor.name), { Items: [] }) };
+    const setup = (region: string) => ({ regions: ['us-east-1', 'us-west-2'], region, weights: [1, 1], transferWaitMs: 0 });
+    const deps = (region: string) => ({ ctx: { doc: doc as never, tablePrefix: 'x-', stage: 'prod', regions: setup(region) }, balance: undefined as never });
+    const changes = [
+      ['POST', '/admin/v1/workspaces', '{"name":"a"}'],
+      ['POST', '/admin/v1/workspaces/ws_1/credit', '{"amountMinor":100,"reference":"r"}'],
+      ['POST', '/admin/v1/workspaces/ws_1/pause', undefined],
+      ['PUT', '/admin/v1/workspaces/ws_1/monthly-limit', '{"amountMinor":100}'],
+      ['DELETE', '/admin/v1/workspaces/ws_1/members/mem_1', undefined],
+    ] as const;
+    for (const [method, path, body] of changes) {
+      const res = await handleAdmin({ method, path, query: {}, body, principal: 'local', requestId: 'req_3' }, deps('us-west-2'));
+      expect([method, path, res.status]).toEqual([method, path, 409]);
+      expect(JSON.parse(res.body)).toEqual({ error: { message: expect.stringContaining('us-east-1'), type: 'invalid_request_error', param: null, code: 'configuration_home_elsewhere', request_id: 'req_3' } });
+    }
+    expect(sent).toEqual([]);
+    // A read is served from the region's replica.
+    const read = await handleAdmin({ method: 'GET', path: '/admin/v1/workspaces', query: {}, body: undefined, principal: 'local', requestId: 'req_4' }, deps('us-west-2'));
+    expect(read.status).toBe(200);
+    expect(sent.length).toBeGreaterThan(0);
+    // In the home region the same change reaches the store.
+    sent.length = 0;
+    await handleAdmin({ method: 'POST', path: '/admin/v1/workspaces', query: {}, body: '{"name":"a"}', principal: 'local', requestId: 'req_5' }, deps('us-east-1'));
+    expect(sent.length).toBeGreaterThan(0);
+  });
+
   it('answers a path outside /admin/v1 with 404 before any use case runs', async () => {
     const deps = { ctx: { doc: undefined as never, tablePrefix: 'x-', stage: 'local' }, balance: undefined as never };
     const res = await handleAdmin({ method: 'GET', path: '/v1/models', query: {}, body: undefined, principal: 'local', requestId: 'req_2' }, deps);
