@@ -19,16 +19,17 @@
  *   (key slice 0's key window, or the member's month) counts the difference as used less (a
  *   limit's headroom), or its slice 0's workspace month share moves it from used to room.
  *
- * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>` or `<member month
- * sk>~L<limit>` or `MONTH#<yyyy-mm>~L<limit>`, with `region` (the writer, for the agent's stream filter), `ws`, `keyId` (a key
- * window's) or `memberId` (a member month's), and the counters (`core/transfers.ts`).
+ * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>`, `<member month
+ * sk>~L<limit>` or `MONTH#<yyyy-mm>~L<limit>`, with `region` (the writer, for the agent's stream
+ * filter), `ws`, `keyId` (a key window's) or `memberId` (a member month's), and the counters
+ * (`core/transfers.ts`).
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit } from '../core/admission';
 import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
-import { monthNumberOf } from '../core/windows';
+import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
 import { SLICE_NAMES, sliceRebalance, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
@@ -80,10 +81,15 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
 
 type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
 
-/** The first instant of a month quantity's month (what the ledger's snapshot is read at, so its month shares are that month's). */
-function monthStart(q: MonthQuantity): number {
+/**
+ * The instant the ledger's snapshot of a month quantity's slices is read at, so its month shares
+ * are that month's: now, when now is in that month (as it is but at a month's turn); else the
+ * month's first instant.
+ */
+function monthReadAt(q: MonthQuantity): number {
   const n = monthNumberOf(q.month);
-  return Date.UTC(Math.floor(n / 100), (n % 100) - 1, 1);
+  const now = Date.now();
+  return monthNumber(now) === n ? now : Date.UTC(Math.floor(n / 100), (n % 100) - 1, 1);
 }
 
 /** The limits a month-only rebalance is planned under: the region's share of the month limit, nothing else binding. */
@@ -241,7 +247,7 @@ export class RegionTransfers {
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
     }
     if (q.kind === 'month') {
-      const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthStart(q));
+      const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthReadAt(q));
       return Math.max(0, regionShare(this.setup, q.limitMicros, region) - monthUsed(snapshot));
     }
     const w = await this.windowOf(workspaceId, q, region);
@@ -250,7 +256,7 @@ export class RegionTransfers {
 
   /** The workspace month's settled and held in `region` (its own use: transfers never touch them), as this replica holds its slices. */
   async monthOf(workspaceId: string, q: MonthQuantity, region: string = this.setup.region): Promise<{ settled: number; held: number }> {
-    const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthStart(q));
+    const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthReadAt(q));
     return snapshot.slices.reduce((a, s) => ({ settled: a.settled + s.month.settledMicros, held: a.held + s.month.heldMicros }), { settled: 0, held: 0 });
   }
 
@@ -290,7 +296,7 @@ export class RegionTransfers {
    * the same way; a share under a stale tag is retagged first): the snapshot read after.
    */
   private async monthOnSliceZero(workspaceId: string, q: MonthQuantity, want: number): Promise<AdmissionSnapshot> {
-    const at = monthStart(q);
+    const at = monthReadAt(q);
     const month = monthNumberOf(q.month);
     const share = regionShare(this.setup, q.limitMicros);
     const limits = monthOnly(share);
