@@ -160,9 +160,17 @@ export class RegionalLedger implements Ledger {
       let end: AskEnd;
       try {
         const spare = await this.peerSpare(request.workspaceId, short.q);
-        // Refused at once when the others' figures could not cover it either (they are only read, never spent).
-        if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) return { admitted: false, refusal: await this.widen(request, refusal) };
-        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+        // Refused at once when the others' figures could not cover it either (they are only read,
+        // never spent), unless the configuration home's credit has not reached this replica yet:
+        // its figures then say nothing, and its answer decides.
+        if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) {
+          const unseen = await this.unseenHome(request.workspaceId, short.q, spare);
+          if (unseen === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
+          spare[unseen] = Math.max(spare[unseen] ?? 0, short.micros);
+          end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline, unseen);
+        } else {
+          end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+        }
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
         // unknown, so not a 402 but a retry (nothing was admitted).
@@ -236,7 +244,26 @@ export class RegionalLedger implements Ledger {
    * asks the other regions richest first, then waits until each answered (crediting what arrived)
    * or the deadline.
    */
-  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
+  /**
+   * The home region, when this region's replica shows none of the workspace's credit there and no
+   * answer from it yet: a top-up lands in the configuration home's slices, and one made a moment
+   * ago may not have replicated here, so the home's zero is no evidence (asking it is; its answer
+   * is from its own figures). Undefined when its figures can be believed: this is the home, the
+   * quantity is not credit, or the home shows credit it holds or gave, or has answered an ask of
+   * this region's. A top-up into a workspace whose credit was already seen here and has run out
+   * is still refused here until it replicates (the lag; documented).
+   */
+  private async unseenHome(workspaceId: string, q: Quantity, spare: Readonly<Record<string, number>>): Promise<string | undefined> {
+    const home = this.setup.regions[0];
+    if (q.kind !== 'credit' || home === undefined || home === this.setup.region || (spare[home] ?? 0) > 0) return undefined;
+    const [slices, theirs] = await Promise.all([this.transfers.ledgerOf(home).readSlices(workspaceId), this.transfers.readPeer(workspaceId, q, home)]);
+    const credited = slices.slices.reduce((a, sl) => a + Math.max(0, sl.creditedMicros), 0);
+    const gave = peersOf(this.setup, home).reduce((a, p) => a + peerCounters(theirs, p).sent, 0);
+    const heard = peerCounters(theirs, this.setup.region).answered > 0;
+    return credited + gave > 0 || heard ? undefined : home;
+  }
+
+  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number, unseen?: string): Promise<AskEnd> {
     const id = this.batchId(workspaceId, q);
     const open = this.batches.get(id);
     if (open !== undefined && !open.sent && open.done !== undefined) {
@@ -249,12 +276,12 @@ export class RegionalLedger implements Ledger {
       await sleep(GATHER_MS);
       batch.sent = true;
       if (this.batches.get(id) === batch) this.batches.delete(id);
-      return this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline);
+      return this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline, unseen);
     })();
     return batch.done;
   }
 
-  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
+  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number, unseen?: string): Promise<AskEnd> {
     const targets = new Map<string, number>();
     /** What each asked region had sent here before the ask: what it sends from then on answers it (or another process's ask answered with it). */
     const before = new Map<string, number>();
@@ -287,7 +314,8 @@ export class RegionalLedger implements Ledger {
       if (late || poll % SPARE_EVERY_POLLS === 0) {
         // Those not answered yet, by their figures as replicated now: when they show nothing
         // spare, an answer would bring nothing either, and the wait ends (the refusal is the limit's).
-        const left = await Promise.all([...targets.keys()].map((peer) => this.transfers.peerSpare(workspaceId, q, peer)));
+        // (A home whose credit had not reached this replica is waited for: its figures say nothing.)
+        const left = await Promise.all([...targets.keys()].map((peer) => (peer === unseen ? 1 : this.transfers.peerSpare(workspaceId, q, peer))));
         if (left.every((x) => x === 0)) return 'short';
       }
       if (late) {

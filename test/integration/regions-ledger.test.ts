@@ -291,6 +291,47 @@ describe('two regions sharing global tables', () => {
     await expectInvariant(ws, 10 * COST);
   });
 
+  test("a top-up in the home region not yet replicated is asked for, never refused 402 on the home's stale zero; a workspace with no credit anywhere still gets its 402 from the home's answer", async () => {
+    const ws = await workspace();
+    const wait = { ...asRegion(SETUP, WEST), transferWaitMs: 1_500 };
+    fx.replicator.setLag(600_000);
+    try {
+      // Topped up in the home while nothing replicates: the west's replica shows the home with no credit ever.
+      await credit(east, ws, 10 * COST);
+      const early = new RegionalLedger(west.raw, tables(), wait);
+      expect(await early.admit(request(ws, COST))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
+      const asked = (await early.transfers.counters(ws, { kind: 'credit' }))[HOME]?.asked ?? 0;
+      expect(asked).toBeGreaterThanOrEqual(COST);
+    } finally {
+      fx.replicator.setLag(200);
+    }
+    // Replication flows again: the ask reaches the home, its answer comes back, the retry is served.
+    let served: Awaited<ReturnType<RegionalLedger['admit']>> | undefined;
+    for (let attempt = 0; attempt < 60 && served?.admitted !== true; attempt += 1) {
+      served = await west.ledger.admit(request(ws, COST));
+      if (!served.admitted) {
+        expect(served.refusal.kind).toBe('in_transit');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+    expect(served?.admitted).toBe(true);
+    if (served?.admitted) await settleAll(west, [served.hold]);
+    await expectInvariant(ws, 10 * COST);
+
+    // Never funded: the west asks (the home's zero could be a top-up on its way), the home answers
+    // with nothing left, and that answer is the 402.
+    const broke = await workspace();
+    const none = await west.ledger.admit(request(broke, COST));
+    expect(none).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+    const askedOnce = (await west.ledger.transfers.counters(broke, { kind: 'credit' }))[HOME]?.asked ?? 0;
+    expect(askedOnce).toBeGreaterThan(0);
+    // Once the home has answered, its zero is believed: refused at once, with no new ask.
+    await caughtUp();
+    expect(await west.ledger.admit(request(broke, COST))).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+    expect((await west.ledger.transfers.counters(broke, { kind: 'credit' }))[HOME]?.asked ?? 0).toBe(askedOnce);
+    await expectInvariant(broke, 0);
+  });
+
   test("each region's sweeper settles only its own holds", async () => {
     const ws = await workspace();
     await credit(east, ws, 10 * COST);
