@@ -13,7 +13,8 @@
  *   management API wrote it; transfers move it.
  *
  * A request the region's share cannot cover is refused only when the other regions' figures (as
- * replicated here: read to decide whether to ask, never spent) could not cover it either;
+ * replicated here: read to decide whether to ask, never spent) could not cover it either and each
+ * of them last answered this region with nothing left (`othersSaidNone`);
  * otherwise the region asks urgently for the shortfall (one write to its own transfer item, which
  * reaches the others by replication and their transfer agents), waits a bounded time, crediting
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
@@ -32,8 +33,6 @@ import { rowStart } from './request-rows';
 const GATHER_MS = 20;
 /** Pause between reads of the other regions' answers while waiting, milliseconds. */
 const POLL_MS = 40;
-/** Every this many polls, the unanswered regions' spare is read again (their replicated figures). */
-const SPARE_EVERY_POLLS = 5;
 /** After this long without an answer to an ask, a region is treated as lost by this process (its share stranded) until it answers: the default. */
 const SILENT_MS = 30_000;
 /** A refusal for money that is in another region and has not arrived: `503 balance_unavailable`, retry in a second. */
@@ -160,17 +159,10 @@ export class RegionalLedger implements Ledger {
       let end: AskEnd;
       try {
         const spare = await this.peerSpare(request.workspaceId, short.q);
-        // Refused at once when the others' figures could not cover it either (they are only read,
-        // never spent), unless the configuration home's credit has not reached this replica yet:
-        // its figures then say nothing, and its answer decides.
-        if (Object.values(spare).reduce((a, b) => a + b, 0) < short.micros) {
-          const unseen = await this.unseenHome(request.workspaceId, short.q, spare);
-          if (unseen === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
-          spare[unseen] = Math.max(spare[unseen] ?? 0, short.micros);
-          end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline, unseen);
-        } else {
-          end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
-        }
+        // Refused at once only when the others' figures could not cover it and each of them last
+        // said, in its answer to this region, that it had nothing left (or is counted lost).
+        if (await this.othersSaidNone(request.workspaceId, short.q, spare, short.micros)) return { admitted: false, refusal: await this.widen(request, refusal) };
+        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
         // unknown, so not a 402 but a retry (nothing was admitted).
@@ -245,25 +237,33 @@ export class RegionalLedger implements Ledger {
    * or the deadline.
    */
   /**
-   * The home region, when this region's replica shows none of the workspace's credit there and no
-   * answer from it yet: a top-up lands in the configuration home's slices, and one made a moment
-   * ago may not have replicated here, so the home's zero is no evidence (asking it is; its answer
-   * is from its own figures). Undefined when its figures can be believed: this is the home, the
-   * quantity is not credit, or the home shows credit it holds or gave, or has answered an ask of
-   * this region's. A top-up into a workspace whose credit was already seen here and has run out
-   * is still refused here until it replicates (the lag; documented).
+   * Whether the others' figures may refuse a request at once: together they could not cover
+   * `micros`, and every other region is counted lost by this process or has answered every ask of
+   * this region's under `q`, the last with nothing left. Replicated figures alone are not enough:
+   * a transaction replicates item by item (a give's slice debit can arrive before the transfer item
+   * that sends it here, a move between slices its source before its target) and a top-up may not
+   * have arrived, so a zero read there is no evidence until the region itself has said so; until
+   * then the region is asked, and its answer (from its own figures) decides. What a region frees
+   * after saying so shows in its figures within the replication lag, and is asked for again.
    */
-  private async unseenHome(workspaceId: string, q: Quantity, spare: Readonly<Record<string, number>>): Promise<string | undefined> {
-    const home = this.setup.regions[0];
-    if (q.kind !== 'credit' || home === undefined || home === this.setup.region || (spare[home] ?? 0) > 0) return undefined;
-    const [slices, theirs] = await Promise.all([this.transfers.ledgerOf(home).readSlices(workspaceId), this.transfers.readPeer(workspaceId, q, home)]);
-    const credited = slices.slices.reduce((a, sl) => a + Math.max(0, sl.creditedMicros), 0);
-    const gave = peersOf(this.setup, home).reduce((a, p) => a + peerCounters(theirs, p).sent, 0);
-    const heard = peerCounters(theirs, this.setup.region).answered > 0;
-    return credited + gave > 0 || heard ? undefined : home;
+  /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
+  private lost(peer: string): boolean {
+    const since = this.silent.get(peer);
+    return since !== undefined && Date.now() - since >= this.silentMs;
   }
 
-  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number, unseen?: string): Promise<AskEnd> {
+  private async othersSaidNone(workspaceId: string, q: Quantity, spare: Readonly<Record<string, number>>, micros: number): Promise<boolean> {
+    if (Object.values(spare).reduce((a, b) => a + b, 0) >= micros) return false;
+    const mine = await this.transfers.readOwn(workspaceId, q);
+    for (const peer of peersOf(this.setup)) {
+      if (this.lost(peer)) continue;
+      const said = peerCounters(await this.transfers.readPeer(workspaceId, q, peer), this.setup.region);
+      if (said.answered === 0 || said.answered < peerCounters(mine, peer).asked || said.left > 0) return false;
+    }
+    return true;
+  }
+
+  private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
     const id = this.batchId(workspaceId, q);
     const open = this.batches.get(id);
     if (open !== undefined && !open.sent && open.done !== undefined) {
@@ -276,27 +276,35 @@ export class RegionalLedger implements Ledger {
       await sleep(GATHER_MS);
       batch.sent = true;
       if (this.batches.get(id) === batch) this.batches.delete(id);
-      return this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline, unseen);
+      return this.askAndWait(workspaceId, q, batch.micros, ttl, spare, deadline);
     })();
     return batch.done;
   }
 
-  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number, unseen?: string): Promise<AskEnd> {
+  private async askAndWait(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
     const targets = new Map<string, number>();
     /** What each asked region had sent here before the ask: what it sends from then on answers it (or another process's ask answered with it). */
     const before = new Map<string, number>();
     let left = micros;
-    for (const [peer, has] of Object.entries(spare).sort((a, b) => b[1] - a[1])) {
+    const askOf = async (peer: string, x: number): Promise<void> => {
+      if (!before.has(peer)) before.set(peer, peerCounters(await this.transfers.readPeer(workspaceId, q, peer), this.setup.region).sent);
+      targets.set(peer, await this.transfers.ask(workspaceId, q, peer, x, ttl));
+    };
+    const order = Object.entries(spare).sort((a, b) => b[1] - a[1]);
+    for (const [peer, has] of order) {
       if (left <= 0 || has <= 0) continue;
       const x = Math.min(left, has);
-      before.set(peer, peerCounters(await this.transfers.readPeer(workspaceId, q, peer), this.setup.region).sent);
-      targets.set(peer, await this.transfers.ask(workspaceId, q, peer, x, ttl));
+      await askOf(peer, x);
       left -= x;
     }
+    // More than their figures show: asked of the richest region not counted lost (its figures may be
+    // behind what it holds: `othersSaidNone`), whose answer says what it has.
+    const next = order.find(([peer]) => !this.lost(peer));
+    if (left > 0 && next !== undefined) await askOf(next[0], left);
     let sent = 0;
     /** Whether every region that answered had nothing left once it answered. */
     let exhausted = true;
-    for (let poll = 1; targets.size > 0; poll += 1) {
+    while (targets.size > 0) {
       for (const [peer, target] of [...targets]) {
         const theirs = await this.transfers.readPeer(workspaceId, q, peer);
         const c = peerCounters(theirs, this.setup.region);
@@ -310,15 +318,8 @@ export class RegionalLedger implements Ledger {
         }
       }
       if (targets.size === 0) break;
-      const late = Date.now() >= deadline;
-      if (late || poll % SPARE_EVERY_POLLS === 0) {
-        // Those not answered yet, by their figures as replicated now: when they show nothing
-        // spare, an answer would bring nothing either, and the wait ends (the refusal is the limit's).
-        // (A home whose credit had not reached this replica is waited for: its figures say nothing.)
-        const left = await Promise.all([...targets.keys()].map((peer) => (peer === unseen ? 1 : this.transfers.peerSpare(workspaceId, q, peer))));
-        if (left.every((x) => x === 0)) return 'short';
-      }
-      if (late) {
+      // Not answered yet: waited for (their replicated figures are no evidence, `othersSaidNone`).
+      if (Date.now() >= deadline) {
         for (const peer of targets.keys()) if (!this.silent.has(peer)) this.silent.set(peer, Date.now());
         return 'unanswered';
       }
