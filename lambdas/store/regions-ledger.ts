@@ -230,12 +230,12 @@ export class RegionalLedger implements Ledger {
     return done;
   }
 
-  /**
-   * Gets `micros` of a quantity moved here: concurrent shortfalls of one quantity in this process
-   * are gathered for a moment into one ask (so 100 waiting requests send one write, not 100), which
-   * asks the other regions richest first, then waits until each answered (crediting what arrived)
-   * or the deadline.
-   */
+  /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
+  private lost(peer: string): boolean {
+    const since = this.silent.get(peer);
+    return since !== undefined && Date.now() - since >= this.silentMs;
+  }
+
   /**
    * Whether the others' figures may refuse a request at once: together they could not cover
    * `micros`, and every other region is counted lost by this process or has answered every ask of
@@ -246,12 +246,6 @@ export class RegionalLedger implements Ledger {
    * then the region is asked, and its answer (from its own figures) decides. What a region frees
    * after saying so shows in its figures within the replication lag, and is asked for again.
    */
-  /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
-  private lost(peer: string): boolean {
-    const since = this.silent.get(peer);
-    return since !== undefined && Date.now() - since >= this.silentMs;
-  }
-
   private async othersSaidNone(workspaceId: string, q: Quantity, spare: Readonly<Record<string, number>>, micros: number): Promise<boolean> {
     if (Object.values(spare).reduce((a, b) => a + b, 0) >= micros) return false;
     const mine = await this.transfers.readOwn(workspaceId, q);
@@ -263,6 +257,12 @@ export class RegionalLedger implements Ledger {
     return true;
   }
 
+  /**
+   * Gets `micros` of a quantity moved here: concurrent shortfalls of one quantity in this process
+   * are gathered for a moment into one ask (so 100 waiting requests send one write, not 100), which
+   * asks the other regions richest first, then waits until each answered (crediting what arrived)
+   * or the deadline.
+   */
   private obtain(workspaceId: string, q: Quantity, micros: number, ttl: number | undefined, spare: Record<string, number>, deadline: number): Promise<AskEnd> {
     const id = this.batchId(workspaceId, q);
     const open = this.batches.get(id);
