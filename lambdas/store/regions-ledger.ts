@@ -20,7 +20,7 @@
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
  */
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { peerCounters, quantityId, type Quantity } from '../core/transfers';
+import { peerCounters, quantityId, type PeerCounters, type Quantity } from '../core/transfers';
 import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
@@ -54,6 +54,34 @@ interface AskBatch {
 
 /** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
 type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
+
+/** Another region as this replica shows it: what it could give, and (unless counted lost) its counters towards this region and what this region asked of it. */
+interface PeerView {
+  readonly spare: number;
+  readonly said?: PeerCounters;
+  readonly asked?: number;
+}
+
+/**
+ * Whether the others' figures may refuse a request at once: together they could not cover
+ * `micros`, and every other region is counted lost by this process (no answers in its view) or has
+ * answered every ask of this region's under the quantity, the last with nothing left. Replicated
+ * figures alone are not enough: a transaction replicates item by item (a give's slice debit can
+ * arrive before the transfer item that sends it here, a move between slices its source before its
+ * target) and a top-up may not have arrived, so a zero read there is no evidence until the region
+ * itself has said so; until then the region is asked, and its answer (from its own figures)
+ * decides. What a region frees after saying so shows in its figures within the replication lag, and
+ * is asked for again.
+ */
+function othersSaidNone(views: Readonly<Record<string, PeerView>>, micros: number): boolean {
+  if (Object.values(views).reduce((a, v) => a + v.spare, 0) >= micros) return false;
+  return Object.values(views).every(({ said, asked }) => said === undefined || (said.answered > 0 && said.answered >= (asked ?? 0) && said.left === 0));
+}
+
+/** What each other region could give, from its view. */
+function sparesOf(views: Readonly<Record<string, PeerView>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(views).map(([peer, v]) => [peer, v.spare]));
+}
 
 /** The region's ledger: the port the gateway, the sweeper and the transfer agent use in a stage with several regions. */
 export class RegionalLedger implements Ledger {
@@ -158,11 +186,11 @@ export class RegionalLedger implements Ledger {
       if (short === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
       let end: AskEnd;
       try {
-        const spare = await this.peerSpare(request.workspaceId, short.q);
+        const views = await this.peerViews(request.workspaceId, short.q);
         // Refused at once only when the others' figures could not cover it and each of them last
         // said, in its answer to this region, that it had nothing left (or is counted lost).
-        if (await this.othersSaidNone(request.workspaceId, short.q, spare, short.micros)) return { admitted: false, refusal: await this.widen(request, refusal) };
-        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, spare, deadline);
+        if (othersSaidNone(views, short.micros)) return { admitted: false, refusal: await this.widen(request, refusal) };
+        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
         // unknown, so not a 402 but a retry (nothing was admitted).
@@ -208,15 +236,19 @@ export class RegionalLedger implements Ledger {
    * short request wait).
    */
   private async peerSpare(workspaceId: string, q: Quantity): Promise<Record<string, number>> {
-    const out: Record<string, number> = {};
+    return sparesOf(await this.peerViews(workspaceId, q));
+  }
+
+  /** Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this region; a region counted lost shows nothing and no answers. */
+  private async peerViews(workspaceId: string, q: Quantity): Promise<Record<string, PeerView>> {
+    const out: Record<string, PeerView> = {};
     await Promise.all(
       peersOf(this.setup).map(async (peer) => {
-        const since = this.silent.get(peer);
-        if (since !== undefined && Date.now() - since >= this.silentMs && !(await this.answeredAll(workspaceId, q, peer))) {
-          out[peer] = 0;
+        if (this.lost(peer) && !(await this.answeredAll(workspaceId, q, peer))) {
+          out[peer] = { spare: 0 };
           return;
         }
-        out[peer] = await this.transfers.peerSpare(workspaceId, q, peer);
+        out[peer] = await this.transfers.peerView(workspaceId, q, peer);
       }),
     );
     return out;
@@ -234,27 +266,6 @@ export class RegionalLedger implements Ledger {
   private lost(peer: string): boolean {
     const since = this.silent.get(peer);
     return since !== undefined && Date.now() - since >= this.silentMs;
-  }
-
-  /**
-   * Whether the others' figures may refuse a request at once: together they could not cover
-   * `micros`, and every other region is counted lost by this process or has answered every ask of
-   * this region's under `q`, the last with nothing left. Replicated figures alone are not enough:
-   * a transaction replicates item by item (a give's slice debit can arrive before the transfer item
-   * that sends it here, a move between slices its source before its target) and a top-up may not
-   * have arrived, so a zero read there is no evidence until the region itself has said so; until
-   * then the region is asked, and its answer (from its own figures) decides. What a region frees
-   * after saying so shows in its figures within the replication lag, and is asked for again.
-   */
-  private async othersSaidNone(workspaceId: string, q: Quantity, spare: Readonly<Record<string, number>>, micros: number): Promise<boolean> {
-    if (Object.values(spare).reduce((a, b) => a + b, 0) >= micros) return false;
-    const mine = await this.transfers.readOwn(workspaceId, q);
-    for (const peer of peersOf(this.setup)) {
-      if (this.lost(peer)) continue;
-      const said = peerCounters(await this.transfers.readPeer(workspaceId, q, peer), this.setup.region);
-      if (said.answered === 0 || said.answered < peerCounters(mine, peer).asked || said.left > 0) return false;
-    }
-    return true;
   }
 
   /**

@@ -262,8 +262,15 @@ export class RegionTransfers {
 
   /** What `peer` has spare of a quantity as this region can tell (`seenSpare`: its replicated figure, plus what this region sent it that it does not show yet). */
   async peerSpare(workspaceId: string, q: Quantity, peer: string): Promise<number> {
+    return (await this.peerView(workspaceId, q, peer)).spare;
+  }
+
+  /** `peerSpare`, with what the same reads show of the asks between the two: `peer`'s counters towards this region (its answers) and what this region has asked of it. */
+  async peerView(workspaceId: string, q: Quantity, peer: string): Promise<{ spare: number; said: PeerCounters; asked: number }> {
     const [replicated, mine, theirs] = await Promise.all([this.spareOf(workspaceId, q, peer), this.readOwn(workspaceId, q), this.readPeer(workspaceId, q, peer)]);
-    return seenSpare(replicated, peerCounters(mine, peer).sent, peerCounters(theirs, this.setup.region).recv);
+    const own = peerCounters(mine, peer);
+    const said = peerCounters(theirs, this.setup.region);
+    return { spare: seenSpare(replicated, own.sent, said.recv), said, asked: own.asked };
   }
 
   /** A limit's window (key slice 0's key window, or the member's month) of `region` as this replica holds it: settled, held and used (use, plus what it gave, less what it received). */
