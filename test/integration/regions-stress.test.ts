@@ -359,6 +359,19 @@ async function race(clients: readonly Client[], ws: string, tally: Tally): Promi
 
 const holds = (micros: number): string => (micros / HOLD).toFixed(2);
 
+/** What every race's log line gives: refusals, waits, failures and retries, the asks and gives between the regions in holds, each region's writes. */
+function raceFigures(ws: string, tally: Tally, counters: { eastAsked: number; eastSent: number; westAsked: number; westSent: number }): Record<string, unknown> {
+  return {
+    refusals: Object.fromEntries(tally.refusals),
+    waitedOut: tally.waitedOut,
+    failures: Object.fromEntries(tally.failures),
+    retries: tally.retries,
+    askedHolds: { eastOfWest: holds(counters.eastAsked), westOfEast: holds(counters.westAsked) },
+    sentHolds: { eastToWest: holds(counters.eastSent), westToEast: holds(counters.westSent) },
+    writes: { [HOME]: east.writes.get(ws), [WEST]: west.writes.get(ws) },
+  };
+}
+
 /** What the race did, for the log: the figures the report gives per run. */
 function figures(label: string, f: Record<string, unknown>): void {
   console.log(`regions-stress ${label}: ${JSON.stringify(f)}`);
@@ -404,13 +417,7 @@ describe('regional limits under crossing asks and gives', () => {
       heldHolds: holds(held),
       maxSumSeenHolds: holds(seen.maxSum),
       watchReads: seen.reads,
-      refusals: Object.fromEntries(tally.refusals),
-      waitedOut: tally.waitedOut,
-      failures: Object.fromEntries(tally.failures),
-      retries: tally.retries,
-      askedHolds: { eastOfWest: holds(counters.eastAsked), westOfEast: holds(counters.westAsked) },
-      sentHolds: { eastToWest: holds(counters.eastSent), westToEast: holds(counters.westSent) },
-      writes: { [HOME]: east.writes.get(ws), [WEST]: west.writes.get(ws) },
+      ...raceFigures(ws, tally, counters),
       raceMs,
     });
     expect(seen.wentDown).toEqual([]);
@@ -454,13 +461,7 @@ describe('regional limits under crossing asks and gives', () => {
       fits: Math.floor(total / HOLD),
       heldHolds: holds(held),
       maxHeldSeenHolds: holds(maxHeld),
-      refusals: Object.fromEntries(tally.refusals),
-      waitedOut: tally.waitedOut,
-      failures: Object.fromEntries(tally.failures),
-      retries: tally.retries,
-      askedHolds: { eastOfWest: holds(counters.eastAsked), westOfEast: holds(counters.westAsked) },
-      sentHolds: { eastToWest: holds(counters.eastSent), westToEast: holds(counters.westSent) },
-      writes: { [HOME]: east.writes.get(ws), [WEST]: west.writes.get(ws) },
+      ...raceFigures(ws, tally, counters),
     });
     expect(held).toBeLessThanOrEqual(total);
     expect(maxHeld).toBeLessThanOrEqual(total);
