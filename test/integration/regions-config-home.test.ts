@@ -21,6 +21,8 @@ import { CONFIG_HOME_KEY, DynamoConfigHome } from '../../lambdas/store/config-ho
 import type { AdminContext } from '../../lambdas/store/directory-context';
 import { readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { asRegion, type RegionSetup } from '../../lambdas/store/regions';
+import { RegionalLedger } from '../../lambdas/store/regions-ledger';
+import { requestsTagged, settlement } from '../support/ledger-fixtures';
 import { ensureAdminToken, serveAdmin, type AdminServer } from '../../local/admin-server';
 import { run } from '../../cli/main';
 import { HOME, WEST, startTwoRegions, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
@@ -29,6 +31,7 @@ jest.setTimeout(300_000);
 
 const SETUP: RegionSetup = { regions: [HOME, WEST], region: HOME, weights: [1, 1], transferWaitMs: 0 };
 const MINOR = MICROS_PER_MINOR;
+const request = requestsTagged('ch');
 
 type Region = TwoRegionsRegion<{ name: string }>;
 
@@ -158,6 +161,11 @@ describe('the configuration home moved while the home region is lost', () => {
       [HOME, 1000 * MINOR, 1000 * MINOR],
       [WEST, 500 * MINOR, 500 * MINOR],
     ]);
+    // Spendable there at once, from the west's own slices alone (a ledger that never asks the lost home).
+    const ledger = new RegionalLedger(west.raw, fx.tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 0 });
+    const admitted = await ledger.admit(request(ws, 400 * MINOR));
+    if (!admitted.admitted) throw new Error(`the west refused what its own slices hold: ${admitted.refusal.kind}`);
+    expect(await ledger.settle(admitted.hold, settlement(300 * MINOR))).toBe(true);
     const homeSlice = await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `WS#${ws}`, sk: 'BALANCE' }, ConsistentRead: true }));
     const eastSlice = await east.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `WS#${ws}`, sk: 'BALANCE' }, ConsistentRead: true }));
     expect(homeSlice.Item).toEqual(eastSlice.Item);
