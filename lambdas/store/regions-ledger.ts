@@ -164,6 +164,7 @@ export class RegionalLedger implements Ledger {
       ...(away && l.memberLimitArming === true ? { memberLimitArming: false } : {}),
       keyRatePerMinute: this.share(l.keyRatePerMinute),
       spendRateCapMicros: this.share(l.spendRateCapMicros),
+      spendRateCapStageMicros: l.spendRateCapMicros,
       ...(l.keyLimitMicros !== undefined ? { keyLimitMicros: this.share(l.keyLimitMicros) } : {}),
       ...(l.memberLimitMicros !== undefined ? { memberLimitMicros: this.share(l.memberLimitMicros) } : {}),
       ...(l.workspaceLimitMicros !== undefined ? { workspaceLimitMicros: this.share(l.workspaceLimitMicros) } : {}),
@@ -220,6 +221,11 @@ export class RegionalLedger implements Ledger {
       // Likewise the whole amount: the member's month here counts what was given and received.
       const member = this.memberQuantity(request);
       return member === undefined ? undefined : { ...member, micros: Math.max(1, request.amountMicros) };
+    }
+    if (refusal.kind === 'spend_rate_exceeded' && !request.byok) {
+      // The request's whole amount, under the whole cap (the tag both regions count the cap's
+      // transfers under): this region's headroom counts what it gave and received.
+      return { q: { kind: 'spend', capMicros: request.limits.spendRateCapMicros }, micros: Math.max(1, request.amountMicros), ttl: undefined };
     }
     if (refusal.kind === 'workspace_limit_exceeded') {
       // Likewise: the month's used here counts what was given and received.

@@ -26,12 +26,12 @@
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit } from '../core/admission';
+import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit, type SliceView } from '../core/admission';
 import type { AdmissionLimits } from '../gateway/ports';
-import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
+import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import { SLICE_NAMES, sliceRebalance, type Item } from './items';
+import { SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -97,6 +97,48 @@ function monthOnly(shareMicros: number): AdmissionLimits {
   return { keyWindow: 'never', spendRateCapMicros: Number.MAX_SAFE_INTEGER, keyRatePerMinute: Number.MAX_SAFE_INTEGER, workspaceLimitMicros: shareMicros };
 }
 
+/** The limits a spend-rate-only rebalance is planned under: the region's share of the cap (its tag) and what moved here under it, nothing else binding. */
+function rateOnly(shareMicros: number, movedMicros: number): AdmissionLimits {
+  return { keyWindow: 'never', spendRateCapMicros: shareMicros, spendRateMovedMicros: movedMicros, keyRatePerMinute: Number.MAX_SAFE_INTEGER };
+}
+
+type SpendQuantity = Extract<Quantity, { kind: 'spend' }>;
+
+/**
+ * Slice 0's spend-rate headroom moved by `micros` (a receive: > 0; a give: < 0) under the cap's tag
+ * (`rc` = the region's share), on slice 0 as read (`seen`, undefined for an item not read or
+ * holding no headroom yet):
+ *
+ * - under the tag: `rr` moves, conditioned on the tag (and, for a give, on the room);
+ * - never written (no `rc`): written whole under the tag, `rr` = the region's capacity under the
+ *   cap after this move (`rateRoomAfterRetag` with nothing live: a slice 0 that never held headroom
+ *   has no reservation anywhere in the region), conditioned on still having none;
+ * - under another tag (the cap changed here and the region has not rewritten its headroom yet, or
+ *   it did under a later cap): undefined, the move is counted on the counters only. A later rewrite
+ *   under this cap counts it (its capacity is its share plus what moved under the cap); a receive's
+ *   transaction then checks slice 0 is still under the tag it saw (`rateTagCheck`), so a rewrite
+ *   racing it is either seen or cancels it.
+ */
+function rateMove(seen: SliceView | undefined, micros: number, shareMicros: number, movedAfter: number): UpdateBuilder | undefined {
+  const u = new UpdateBuilder();
+  const rc = u.a(SLICE_NAMES.rateCap);
+  const rr = u.a(SLICE_NAMES.rateRoom);
+  if (seen?.rateCap === undefined) {
+    u.when(`attribute_not_exists(${rc})`);
+    u.set(`${rc} = ${u.v(shareMicros)}, ${rr} = ${u.v(rateRoomAfterRetag(shareMicros, movedAfter, 0))}`);
+    return u;
+  }
+  if (seen.rateCap !== shareMicros) return undefined;
+  u.add(SLICE_NAMES.rateRoom, micros);
+  u.when(micros < 0 ? `${rc} = ${u.v(shareMicros)} AND ${rr} >= ${u.v(-micros)}` : `${rc} = ${u.v(shareMicros)}`);
+  return u;
+}
+
+/** A check that slice 0's spend-rate headroom is still under the tag it was read under (a counter-only move's guard against a racing rewrite). */
+function rateTagCheck(table: string, key: { pk: string; sk: string }, seenCap: number): { ConditionCheck: { TableName: string; Key: { pk: string; sk: string }; ConditionExpression: string; ExpressionAttributeNames: Record<string, string>; ExpressionAttributeValues: Record<string, unknown> } } {
+  return { ConditionCheck: { TableName: table, Key: key, ConditionExpression: '#rc = :rc', ExpressionAttributeNames: { '#rc': SLICE_NAMES.rateCap }, ExpressionAttributeValues: { ':rc': seenCap } } };
+}
+
 /**
  * Slice 0's workspace month share moved by `micros` from room to used (a give: `micros` > 0) or
  * back (a receive: < 0), on the share as read (`stored`: the month slice 0 holds, undefined for
@@ -144,7 +186,10 @@ export class RegionTransfers {
     onConflict?: () => void,
   ) {
     this.own = new RegionLens(raw, { ledger: tables.ledger, usage: tables.usage, region: setup.region, tag: regionTag(setup) });
-    this.ledger = new DynamoLedger(this.own, tables, onConflict);
+    // An admission's snapshot counts what transfers moved here of the spend-rate cap's headroom (its refusal, and a rewrite under a changed cap).
+    this.ledger = new DynamoLedger(this.own, tables, onConflict, (workspaceId, limits) =>
+      limits.spendRateCapStageMicros === undefined ? Promise.resolve(0) : this.movedInto(workspaceId, { kind: 'spend', capMicros: limits.spendRateCapStageMicros }),
+    );
   }
 
   private itemKey(workspaceId: string, q: Quantity): { pk: string; sk: string } {
@@ -204,6 +249,14 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else if (q.kind === 'spend') {
+        // Slice 0's spend-rate headroom under the cap's tag: up by the difference, for good under
+        // this cap (once reserved and aged out, it returns to this region's headroom like its own).
+        const share = regionShare(this.setup, q.capMicros);
+        const zero = await this.sliceZero(workspaceId);
+        const m = rateMove(zero, delta, share, movedIn(mine, peersOf(this.setup)) + delta);
+        if (m !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...m.build() } });
+        else if (zero?.rateCap !== undefined) items.push(rateTagCheck(this.tables.ledger, sliceKey(workspaceId, 0), zero.rateCap));
       } else if (q.kind === 'month') {
         // Slice 0's month share: used down, room up (below zero used if need be), so the share
         // the region's ledger checks never moves; a share already in a later month takes
@@ -245,6 +298,11 @@ export class RegionTransfers {
     if (q.kind === 'credit') {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
+    }
+    if (q.kind === 'spend') {
+      const now = Date.now();
+      const [snapshot, moved] = await Promise.all([this.ledgerOf(region).readSlices(workspaceId, now), this.movedInto(workspaceId, q, region)]);
+      return spendSpare(snapshot, regionShare(this.setup, q.capMicros, region), moved, now);
     }
     if (q.kind === 'month') {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthReadAt(q));
@@ -331,6 +389,56 @@ export class RegionTransfers {
     return this.ledger.readSlices(workspaceId, at);
   }
 
+  /** This region's slice 0 as read now (strongly consistent); undefined when it was never written. */
+  private async sliceZero(workspaceId: string): Promise<SliceView | undefined> {
+    const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ConsistentRead: true }));
+    return got.Item === undefined ? undefined : sliceView(0, got.Item, monthNumber(Date.now()));
+  }
+
+  /**
+   * What transfers of the spend-rate cap's headroom under `q`'s cap have moved into `region`
+   * (received less given, `movedIn`), by its transfer item as this replica holds it (its own:
+   * current). The store side of `AdmissionLimits.spendRateMovedMicros`.
+   */
+  async movedInto(workspaceId: string, q: SpendQuantity, region: string = this.setup.region): Promise<number> {
+    const item = region === this.setup.region ? await this.readOwn(workspaceId, q) : await this.readPeer(workspaceId, q, region);
+    return movedIn(item, peersOf(this.setup, region));
+  }
+
+  /**
+   * This region's slice 0 after gathering up to `want` of the cap's headroom into it from its other
+   * slices (a spend-rate-only rebalance, planned as an admission's is and conditioned the same way;
+   * aged-out slots tidied back into the headroom; headroom under another cap rewritten first, from
+   * the capacity under this one: `rateRoomAfterRetag`).
+   */
+  private async rateOnSliceZero(workspaceId: string, q: SpendQuantity, want: number): Promise<SliceView | undefined> {
+    const now = Date.now();
+    const share = regionShare(this.setup, q.capMicros);
+    const [snapshot, moved] = await Promise.all([this.ledger.readSlices(workspaceId, now), this.movedInto(workspaceId, q)]);
+    const zero = snapshot.slices[0];
+    if (zero === undefined || zero.rateCap === undefined) return zero;
+    const limits = rateOnly(share, moved);
+    const plan = planRebalance(snapshot, 0, { needMicros: want, limits, byok: false, hasMember: false, now });
+    const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
+    for (const e of plan.edits) {
+      const seen = snapshot.slices[e.slice];
+      if (seen === undefined) continue;
+      // Only the spend-rate headroom moves here: the money and the month share stay where they are.
+      const edit: SliceEdit = { slice: e.slice, availableDelta: 0, prune: e.prune, rateDelta: e.rateDelta, monthDelta: 0, ...(e.rateSet !== undefined ? { rateSet: e.rateSet } : {}) };
+      const built = sliceRebalance(edit, seen, share);
+      if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, e.slice), ...built } });
+    }
+    if (items.length > 0) {
+      try {
+        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+      } catch (err) {
+        // A concurrent admission or settlement changed a slice: the give takes what slice 0 has.
+        if (!cancelled(err)) throw err;
+      }
+    }
+    return this.sliceZero(workspaceId);
+  }
+
   /** This region's slice 0 credit, after gathering up to `want` into it from its other slices. */
   private async creditOnSliceZero(workspaceId: string, want: number): Promise<number> {
     const read = async (): Promise<number> => {
@@ -372,6 +480,19 @@ export class RegionTransfers {
           const s = new UpdateBuilder();
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+        }
+      } else if (q.kind === 'spend') {
+        const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        give = 0;
+        if (want > 0) {
+          const share = regionShare(this.setup, q.capMicros);
+          const zero = await this.rateOnSliceZero(workspaceId, q, want);
+          // Never written: the whole share (and what moved here) is slice 0's; under another cap (the rewrite lost a race): nothing now.
+          const room = zero?.rateCap === undefined ? rateRoomAfterRetag(share, movedIn(mine, peersOf(this.setup)), 0) : zero.rateCap === share ? zero.rateRoom : 0;
+          give = Math.max(0, Math.min(want, room));
+          const m = give > 0 ? rateMove(zero, -give, share, movedIn(mine, peersOf(this.setup)) - give) : undefined;
+          if (m !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...m.build() } });
+          else give = 0;
         }
       } else if (q.kind === 'month') {
         const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
