@@ -209,6 +209,8 @@ describe('stream filters', () => {
     const member = { eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: 'XFER#ws_1@us-west-2' }, sk: { S: 'MEMBERMONTH#mem_a#2026-11~L9000' }, region: { S: 'us-west-2' }, ws: { S: 'ws_1' }, memberId: { S: 'mem_a' } } } } as DynamoDBRecord;
     expect(noticeOf(member, 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11', limitMicros: 9_000 }, peer: 'us-west-2' });
     expect(noticeOf(member, 'us-west-2')).toBeUndefined();
+    const spend = { eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: 'XFER#ws_1@us-west-2' }, sk: { S: 'SPEND~L50000000' }, region: { S: 'us-west-2' }, ws: { S: 'ws_1' } } } } as DynamoDBRecord;
+    expect(noticeOf(spend, 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'spend', capMicros: 50_000_000 }, peer: 'us-west-2' });
   });
 });
 
