@@ -42,11 +42,14 @@ export interface PeerCounters {
 /**
  * What a quantity is: a workspace's credit, one key window's headroom under one limit, one member
  * month's headroom under one limit, the workspace month's (`yyyy-mm`) headroom under one limit,
- * or the spend-rate cap's headroom under one cap (the whole cap across regions: the tag).
+ * the spend-rate cap's headroom under one cap (the whole cap across regions: the tag), or one
+ * key's requests of one minute (`windowSk` its request counter's sort key, `RATE#<key>#<minute>`)
+ * under one rate per minute.
  */
 export type Quantity =
   | { readonly kind: 'credit' }
   | { readonly kind: 'spend'; readonly capMicros: number }
+  | { readonly kind: 'rate'; readonly keyId: string; readonly windowSk: string; readonly ratePerMinute: number }
   | { readonly kind: 'month'; readonly month: string; readonly limitMicros: number }
   | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number }
   | { readonly kind: 'member'; readonly memberId: string; readonly windowSk: string; readonly limitMicros: number };
@@ -61,6 +64,7 @@ export type WindowQuantity = Extract<Quantity, { kind: 'key' | 'member' }>;
 export function quantityId(q: Quantity): string {
   if (q.kind === 'credit') return 'CREDIT';
   if (q.kind === 'spend') return `SPEND~L${q.capMicros}`;
+  if (q.kind === 'rate') return `${q.windowSk}~L${q.ratePerMinute}`;
   return q.kind === 'month' ? `MONTH#${q.month}~L${q.limitMicros}` : `${q.windowSk}~L${q.limitMicros}`;
 }
 
@@ -78,6 +82,7 @@ export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quan
   if (!Number.isSafeInteger(limitMicros) || limitMicros < 0) return undefined;
   const windowSk = sk.slice(0, at);
   if (windowSk === 'SPEND') return { kind: 'spend', capMicros: limitMicros };
+  if (sk.startsWith('RATE#') && typeof keyId === 'string') return { kind: 'rate', keyId, windowSk, ratePerMinute: limitMicros };
   if (sk.startsWith('KEYWIN#') && typeof keyId === 'string') return { kind: 'key', keyId, windowSk, limitMicros };
   if (sk.startsWith('MEMBERMONTH#') && typeof memberId === 'string') return { kind: 'member', memberId, windowSk, limitMicros };
   if (sk.startsWith('MONTH#') && MONTH_ID.test(windowSk.slice('MONTH#'.length))) return { kind: 'month', month: windowSk.slice('MONTH#'.length), limitMicros };

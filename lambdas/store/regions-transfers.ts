@@ -80,6 +80,24 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
 }
 
 type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
+type RateQuantity = Extract<Quantity, { kind: 'rate' }>;
+
+/**
+ * Key slice 0's request counter of the minute moved by `requests` (a give: up, conditioned on the
+ * region's share of the rate still holding it, `requests ≤ share − x`, what it lent its other key
+ * slices counted as used; a receive: down, below zero if need be), made if no request of the
+ * minute made it yet, kept as long as the minute's counter is.
+ */
+function counterMove(requests: number, shareRequests: number, ttl: number | undefined): UpdateBuilder {
+  const u = new UpdateBuilder();
+  u.add('requests', requests);
+  if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
+  if (requests > 0) {
+    const r = u.a('requests');
+    u.when(`attribute_not_exists(${r}) OR ${r} <= ${u.v(shareRequests - requests)}`);
+  }
+  return u;
+}
 
 /**
  * The instant the ledger's snapshot of a month quantity's slices is read at, so its month shares
@@ -212,7 +230,7 @@ export class RegionTransfers {
   /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key or member), until when. */
   private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
     u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
-    if (q.kind === 'key') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    if (q.kind === 'key' || q.kind === 'rate') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
     if (q.kind === 'member') u.set(`${u.a('memberId')} = ${u.v(q.memberId)}`);
     if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   }
@@ -249,6 +267,10 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else if (q.kind === 'rate') {
+        // Key slice 0's count of the minute goes down (below zero if need be): its condition
+        // `requests < share` then admits that many more of the key's requests this minute.
+        items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...counterMove(-delta, 0, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined).build() } });
       } else if (q.kind === 'spend') {
         // Slice 0's spend-rate headroom under the cap's tag: up by the difference, for good under
         // this cap (once reserved and aged out, it returns to this region's headroom like its own).
@@ -293,12 +315,26 @@ export class RegionTransfers {
     return { pk: q.kind === 'key' ? keyPk(workspaceId, q.keyId) : memberPk(workspaceId, q.memberId), sk: q.windowSk };
   }
 
+  /** Key slice 0's request counter of a rate quantity's minute (today's key; the lens adds the region's tag). */
+  private counterKey(workspaceId: string, q: RateQuantity): { pk: string; sk: string } {
+    return { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk };
+  }
+
+  /** What `region`'s key slice 0 counts of the minute (its requests, what it lent its other key slices, what it gave, less what it received), as this replica holds it. */
+  async requestsOf(workspaceId: string, q: RateQuantity, region: string = this.setup.region): Promise<number> {
+    const own = this.counterKey(workspaceId, q);
+    const key = { pk: regionalPk(own.pk, own.sk, regionTag(this.setup, region)), sk: own.sk };
+    const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
+    return typeof got.Item?.requests === 'number' ? got.Item.requests : 0;
+  }
+
   /** What `region` has spare of a quantity by its items in this replica (its own, current; another's, possibly behind). */
   async spareOf(workspaceId: string, q: Quantity, region: string = this.setup.region): Promise<number> {
     if (q.kind === 'credit') {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
     }
+    if (q.kind === 'rate') return Math.max(0, regionShare(this.setup, q.ratePerMinute, region) - (await this.requestsOf(workspaceId, q, region)));
     if (q.kind === 'spend') {
       const now = Date.now();
       const [snapshot, moved] = await Promise.all([this.ledgerOf(region).readSlices(workspaceId, now), this.movedInto(workspaceId, q, region)]);
@@ -481,6 +517,10 @@ export class RegionTransfers {
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
         }
+      } else if (q.kind === 'rate') {
+        give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        // Counted as requests of the minute on key slice 0's counter, conditioned on the room still being there.
+        if (give > 0) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...counterMove(give, regionShare(this.setup, q.ratePerMinute), ttl).build() } });
       } else if (q.kind === 'spend') {
         const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
         give = 0;

@@ -76,7 +76,7 @@ export interface TwoRegions<X> {
    * `ws` is given, else every ledger and usage item.
    */
   caughtUp(ws?: string): Promise<void>;
-  /** Every item of a table a replica holds (minute counters aside; of one workspace's ledger when `ws` is given), by `<pk> <sk>`. */
+  /** Every item of a table a replica holds (minute counters aside, not their transfer items; of one workspace's ledger when `ws` is given), by `<pk> <sk>`. */
   items(r: TwoRegionsRegion<X>, table: 'ledger' | 'usage', ws?: string): Promise<Map<string, Record<string, unknown>>>;
   /** A workspace made in the home region (its home slice 0, as the management API makes it), replicated to the other. */
   workspace(): Promise<string>;
@@ -144,7 +144,8 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
     do {
       const page = await r.doc.send(new ScanCommand({ TableName: t(table), ConsistentRead: true, ExclusiveStartKey: start }));
       for (const i of page.Items ?? []) {
-        if ((ws === undefined || String(i.pk).includes(ws)) && !String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
+        // Minute counters aside (a transfer item of a key's minute, `XFER#…` / `RATE#…~L<rate>`, is not one).
+        if ((ws === undefined || String(i.pk).includes(ws)) && (!String(i.sk).startsWith('RATE#') || String(i.pk).startsWith('XFER#'))) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
       }
       start = page.LastEvaluatedKey;
     } while (start !== undefined);
@@ -248,14 +249,14 @@ export async function settleAll(ledger: { settle(hold: HoldRecord, settlement: S
 }
 
 /**
- * The east's transfer item of `q` as the west's stream shows it (with the member it is of, if
- * any), replayed three times in one batch and in three batches, while ten receivers of the west
+ * The east's transfer item of `q` as the west's stream shows it (with the member or key it is of,
+ * if any), replayed three times in one batch and in three batches, while ten receivers of the west
  * (`westX`) race them: what the receivers say they credited, and the item.
  */
 export async function replayedAndRaced<X>(fx: TwoRegions<X>, westX: RegionTransfers, ws: string, q: Quantity): Promise<{ image: Record<string, unknown>; credited: number }> {
   const image = (await fx.west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
   const S = (v: unknown): { S: string } => ({ S: String(v) });
-  const stamp = image.memberId === undefined ? {} : { memberId: S(image.memberId) };
+  const stamp = { ...(image.memberId === undefined ? {} : { memberId: S(image.memberId) }), ...(image.keyId === undefined ? {} : { keyId: S(image.keyId) }) };
   const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), ...stamp }, SequenceNumber: '1' } };
   const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
   const got = await Promise.all([

@@ -127,6 +127,14 @@ describe('transfers', () => {
     expect(quantityOf('SPEND', undefined)).toBeUndefined();
   });
 
+  test("a key's minute of requests is its counter's key under the rate, with the key stamped on its item; a changed rate is another item", () => {
+    const q = { kind: 'rate', keyId: 'key_a', windowSk: 'RATE#key_a#29000000', ratePerMinute: 60 } as const;
+    expect(quantityId(q)).toBe('RATE#key_a#29000000~L60');
+    expect(quantityOf(quantityId(q), 'key_a')).toEqual(q);
+    expect(quantityOf(quantityId(q), undefined)).toBeUndefined();
+    expect(quantityId({ ...q, ratePerMinute: 61 })).not.toBe(quantityId(q));
+  });
+
   test('the tag rule: headroom rewritten under a cap is the share plus what moved under that cap, less what is live', () => {
     // What moved: everything credited from the others less everything given them, over every peer.
     const item = { 'recv_us-west-2': 700, 'sent_us-west-2': 200, 'recv_eu-west-1': 50, 'sent_eu-west-1': 0 };

@@ -1,6 +1,7 @@
 /**
- * The spend-rate cap's headroom moving between regions (issue 23; docs/regions.md, "The
- * spend-rate cap moved between regions"), on two DynamoDB Locals joined by the local replicator,
+ * The spend-rate cap's headroom and a key's request rate moving between regions (issue 23;
+ * docs/regions.md, "The spend-rate cap moved between regions", "The request rate moved between
+ * regions"), on two DynamoDB Locals joined by the local replicator,
  * a transfer agent per region (`test/support/two-regions.ts`). The cap is split 50/50; each
  * region's headroom is on its slices (`rr` under the tag `rc`, its share), and a transfer moves it
  * on slice 0, for good under that cap.
@@ -17,6 +18,10 @@
  *   new one (each admits its share of the new cap less what it holds live, the sum exactly the new
  *   cap), and counts again when the old cap is set again (a rewrite never undoes a move under the
  *   cap it rewrites for).
+ * - A key's request rate split 50/50, all the traffic in one region: a 100-way race admits the
+ *   whole rate in the minute, exactly, every refusal `rate_limit_exceeded`, both regions' counts
+ *   never past the rate while it runs; a transfer of the minute's requests is applied once under
+ *   replays and racing receivers, and each region alone then admits its share plus or minus it.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
@@ -24,7 +29,8 @@ import { partitionSlots } from '../../lambdas/core/spend-rate';
 import { monthNumber } from '../../lambdas/core/windows';
 import type { AdmissionLimits } from '../../lambdas/gateway/ports';
 import { SLICE_NAMES, sliceView } from '../../lambdas/store/items';
-import { slicePk } from '../../lambdas/store/keys';
+import { keyPk, slicePk } from '../../lambdas/store/keys';
+import { windowKeys } from '../../lambdas/core/windows';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { regionalPk } from '../../lambdas/store/regions-lens';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
@@ -241,6 +247,80 @@ describe("the spend-rate cap split between two regions, its headroom moved", () 
       await settleAll(ledgerOf(east), eastB.admitted.get(HOME) ?? [], settlement(COST));
       await settleAll(ledgerOf(west), westA.admitted.get(WEST) ?? [], settlement(COST, later + 1_000));
       await settleAll(ledgerOf(east), eastA.admitted.get(HOME) ?? [], settlement(COST, later + 1_000));
+      await fx.expectInvariant(ws, 2_000 * COST);
+    } finally {
+      for (const r of [east, west]) await fx.startAgent(r);
+    }
+  });
+});
+
+/** A key's request rate per minute, on an otherwise open request. */
+const RATE = 60;
+const rateLimits = (rate = RATE): AdmissionLimits => ({ ...OPEN, keyRatePerMinute: rate });
+const rateQuantity = (keyId = 'key_a'): Quantity => ({ kind: 'rate', keyId, windowSk: windowKeys.rate(keyId, NOW), ratePerMinute: RATE });
+
+/** What a region's key slice 0 counts of the minute (its requests, plus what it gave, less what it received), in its own replica. */
+async function countIn(r: Region, ws: string, keyId = 'key_a'): Promise<number> {
+  const key = { pk: `${keyPk(ws, keyId)}${regionTag(SETUP, r.name)}`, sk: windowKeys.rate(keyId, NOW) };
+  const item = (await r.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: key, ConsistentRead: true }))).Item;
+  return typeof item?.requests === 'number' ? item.requests : 0;
+}
+
+describe("a key's request rate split between two regions, its minute's requests moved", () => {
+  test('a 100-way race with all the traffic in one region admits the whole rate in the minute, exactly; the counts never past it while it runs; a late request is refused without asking', async () => {
+    const ws = await creditedWorkspace();
+    let running = true;
+    let maxCount = 0;
+    // Each count only grows while the race runs (requests, and what the east gives): a lower bound of the sum at the second read.
+    const watch = (async () => {
+      while (running) {
+        maxCount = Math.max(maxCount, (await countIn(east, ws)) + (await countIn(west, ws)));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    const { admitted, refused } = await race(Array.from({ length: 100 }, () => ({ region: admitting(west), request: request(ws, COST, { limits: rateLimits() }) })));
+    running = false;
+    await watch;
+    expect(admitted.get(WEST)?.length).toBe(RATE);
+    expect(refused).toEqual(Array.from({ length: 100 - RATE }, () => 'rate_limit_exceeded'));
+    expect(maxCount).toBeLessThanOrEqual(RATE);
+    // The east, which had no traffic, gave its whole share of the minute.
+    expect(await countIn(east, ws)).toBe(RATE / 2);
+    const asked = peerCounters(await transferItem(west, ws, rateQuantity()), HOME).asked;
+    const late = await ledgerOf(west).admit(request(ws, COST, { limits: rateLimits() }));
+    expect(late).toMatchObject({ admitted: false, refusal: { kind: 'rate_limit_exceeded' } });
+    expect(peerCounters(await transferItem(west, ws, rateQuantity()), HOME).asked).toBe(asked);
+    await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a transfer of a key's minute is applied exactly once under replayed stream records and racing receivers", async () => {
+    const ws = await creditedWorkspace();
+    const q = rateQuantity();
+    await east.agent?.stop();
+    await west.agent?.stop();
+    try {
+      const eastX = transfersOf(east);
+      const westX = transfersOf(west);
+      await westX.ask(ws, q, HOME, 7);
+      await fx.caughtUp(ws);
+      expect(await eastX.answer(ws, q, WEST)).toBe(7);
+      expect(await eastX.answer(ws, q, WEST)).toBe(0);
+      expect(await countIn(east, ws)).toBe(7);
+      await fx.caughtUp(ws);
+      const { image, credited } = await replayedAndRaced(fx, westX, ws, q);
+      expect(image.keyId).toBe('key_a');
+      expect(credited).toBeLessThanOrEqual(7);
+      expect(await countIn(west, ws)).toBe(-7);
+      expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7, asked: 7 });
+      // On their own, the west admits 37 of the key's requests this minute and refuses the rest; the east, 23.
+      const west37 = await race(Array.from({ length: 40 }, () => ({ region: alone(west), request: request(ws, COST, { limits: rateLimits() }) })));
+      expect(west37.admitted.get(WEST)?.length).toBe(37);
+      expect(west37.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
+      const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: rateLimits() }) })));
+      expect(east23.admitted.get(HOME)?.length).toBe(23);
+      await settleAll(ledgerOf(west), west37.admitted.get(WEST) ?? [], settlement(COST));
+      await settleAll(ledgerOf(east), east23.admitted.get(HOME) ?? [], settlement(COST));
       await fx.expectInvariant(ws, 2_000 * COST);
     } finally {
       for (const r of [east, west]) await fx.startAgent(r);
