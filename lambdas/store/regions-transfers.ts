@@ -405,24 +405,31 @@ export class RegionTransfers {
     const zero = snapshot.slices[0];
     if (zero === undefined || (!monthNeedsRetag(snapshot, limits) && monthRoomOf(zero, share) >= want)) return snapshot;
     const plan = planRebalance(snapshot, 0, { needMicros: want, limits, byok: false, hasMember: false, now: at });
+    // Only the month share moves here: the money and the spend-rate headroom stay where they are.
+    await this.gather(workspaceId, snapshot, plan.edits, (e, seen) =>
+      sliceRebalance({ slice: e.slice, availableDelta: 0, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }, seen, seen.rateCap ?? 0, { id: month, limitMicros: share }),
+    );
+    return this.ledger.readSlices(workspaceId, at);
+  }
+
+  /**
+   * Writes one part of a rebalance planned onto slice 0 (each slice's edit built by `build`, each
+   * conditioned as an admission's rebalance is), in one transaction; a cancelled one is left (a
+   * concurrent admission or settlement changed a slice: the give takes what slice 0 has).
+   */
+  private async gather(workspaceId: string, snapshot: AdmissionSnapshot, edits: readonly SliceEdit[], build: (edit: SliceEdit, seen: SliceView) => ReturnType<typeof sliceRebalance>): Promise<void> {
     const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
-    for (const e of plan.edits) {
+    for (const e of edits) {
       const seen = snapshot.slices[e.slice];
-      if (seen === undefined) continue;
-      // Only the month share moves here: the money and the spend-rate headroom stay where they are.
-      const edit: SliceEdit = { slice: e.slice, availableDelta: 0, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) };
-      const built = sliceRebalance(edit, seen, seen.rateCap ?? 0, { id: month, limitMicros: share });
+      const built = seen === undefined ? undefined : build(e, seen);
       if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, e.slice), ...built } });
     }
-    if (items.length > 0) {
-      try {
-        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
-      } catch (err) {
-        // A concurrent admission or settlement changed a slice: the give takes what slice 0 has.
-        if (!cancelled(err)) throw err;
-      }
+    if (items.length === 0) return;
+    try {
+      await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+    } catch (err) {
+      if (!cancelled(err)) throw err;
     }
-    return this.ledger.readSlices(workspaceId, at);
   }
 
   /** This region's slice 0 as read now (strongly consistent); undefined when it was never written. */
@@ -452,26 +459,12 @@ export class RegionTransfers {
     const share = regionShare(this.setup, q.capMicros);
     const [snapshot, moved] = await Promise.all([this.ledger.readSlices(workspaceId, now), this.movedInto(workspaceId, q)]);
     const zero = snapshot.slices[0];
-    if (zero === undefined || zero.rateCap === undefined) return zero;
-    const limits = rateOnly(share, moved);
-    const plan = planRebalance(snapshot, 0, { needMicros: want, limits, byok: false, hasMember: false, now });
-    const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
-    for (const e of plan.edits) {
-      const seen = snapshot.slices[e.slice];
-      if (seen === undefined) continue;
-      // Only the spend-rate headroom moves here: the money and the month share stay where they are.
-      const edit: SliceEdit = { slice: e.slice, availableDelta: 0, prune: e.prune, rateDelta: e.rateDelta, monthDelta: 0, ...(e.rateSet !== undefined ? { rateSet: e.rateSet } : {}) };
-      const built = sliceRebalance(edit, seen, share);
-      if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, e.slice), ...built } });
-    }
-    if (items.length > 0) {
-      try {
-        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
-      } catch (err) {
-        // A concurrent admission or settlement changed a slice: the give takes what slice 0 has.
-        if (!cancelled(err)) throw err;
-      }
-    }
+    if (zero === undefined || zero.rateCap === undefined || (zero.rateCap === share && zero.rateRoom >= want)) return zero;
+    const plan = planRebalance(snapshot, 0, { needMicros: want, limits: rateOnly(share, moved), byok: false, hasMember: false, now });
+    // Only the spend-rate headroom moves here: the money and the month share stay where they are.
+    await this.gather(workspaceId, snapshot, plan.edits, (e, seen) =>
+      sliceRebalance({ slice: e.slice, availableDelta: 0, prune: e.prune, rateDelta: e.rateDelta, monthDelta: 0, ...(e.rateSet !== undefined ? { rateSet: e.rateSet } : {}) }, seen, share),
+    );
     return this.sliceZero(workspaceId);
   }
 
