@@ -143,7 +143,9 @@ export function refusalFor(snapshot: AdmissionSnapshot, ask: AdmissionAsk): Refu
     live += p.liveMicros;
     if (p.earliestLive !== undefined && (earliest === undefined || p.earliestLive < earliest)) earliest = p.earliestLive;
   }
-  if (need > limits.spendRateCapMicros || live + need > limits.spendRateCapMicros) {
+  // A region's capacity is its share plus what transfers moved into it under this cap (docs/regions.md).
+  const capacity = limits.spendRateCapMicros + (limits.spendRateMovedMicros ?? 0);
+  if (need > capacity || live + need > capacity) {
     return { kind: 'spend_rate_exceeded', retryAfterSeconds: spendRetryAfterSeconds(earliest, now), capMicros: limits.spendRateCapMicros };
   }
   return undefined;
@@ -240,7 +242,7 @@ export function planRebalance(snapshot: AdmissionSnapshot, target: number, ask: 
       availableDelta: isTarget ? sum(money) : -giveMoney,
       prune: expired,
       rateDelta: isTarget ? sum(rate) : -giveRate,
-      ...(retagRate ? { rateSet: isTarget ? cap - liveTotal : 0 } : {}),
+      ...(retagRate ? { rateSet: isTarget ? cap + (limits.spendRateMovedMicros ?? 0) - liveTotal : 0 } : {}),
       monthDelta: isTarget ? sum(month) : -giveMonth,
       ...(retagMonth && limit !== undefined ? { monthSet: isTarget ? limit - usedTotal : 0 } : {}),
     });

@@ -15,8 +15,15 @@
  * limit's on the two regions' member month items likewise, so the limit each region's ledger
  * checks is its fixed share and a region's capacity is `share − used`. A workspace month limit's
  * headroom moves on the regions' slice 0 month shares (`mr` room and `mu` used, one down and the
- * other up by the same amount), keeping `Σ mr + Σ mu = share` in each region.
+ * other up by the same amount), keeping `Σ mr + Σ mu = share` in each region. The spend-rate
+ * cap's headroom moves on the regions' slice 0 headroom (`rr`, under the tag `rc` = the region's
+ * share of the cap): a permanent move of cap share under that cap, so each region keeps
+ * `Σ rr + live reservations = share + Σ recv − Σ sent` (its capacity) whatever ages out, and
+ * re-derives its headroom under a changed cap as that capacity less what is live
+ * ({@link rateRoomAfterRetag}).
  */
+import { rateNeedsRetag, rateRoomOf, type AdmissionSnapshot } from './admission';
+import { partitionSlots } from './spend-rate';
 
 /** A region's counters towards one other region, on its own transfer item. */
 export interface PeerCounters {
@@ -34,10 +41,15 @@ export interface PeerCounters {
 
 /**
  * What a quantity is: a workspace's credit, one key window's headroom under one limit, one member
- * month's headroom under one limit, or the workspace month's (`yyyy-mm`) headroom under one limit.
+ * month's headroom under one limit, the workspace month's (`yyyy-mm`) headroom under one limit,
+ * the spend-rate cap's headroom under one cap (the whole cap across regions: the tag), or one
+ * key's requests of one minute (`windowSk` its request counter's sort key, `RATE#<key>#<minute>`)
+ * under one rate per minute.
  */
 export type Quantity =
   | { readonly kind: 'credit' }
+  | { readonly kind: 'spend'; readonly capMicros: number }
+  | { readonly kind: 'rate'; readonly keyId: string; readonly windowSk: string; readonly ratePerMinute: number }
   | { readonly kind: 'month'; readonly month: string; readonly limitMicros: number }
   | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number }
   | { readonly kind: 'member'; readonly memberId: string; readonly windowSk: string; readonly limitMicros: number };
@@ -51,6 +63,8 @@ export type WindowQuantity = Extract<Quantity, { kind: 'key' | 'member' }>;
  */
 export function quantityId(q: Quantity): string {
   if (q.kind === 'credit') return 'CREDIT';
+  if (q.kind === 'spend') return `SPEND~L${q.capMicros}`;
+  if (q.kind === 'rate') return `${q.windowSk}~L${q.ratePerMinute}`;
   return q.kind === 'month' ? `MONTH#${q.month}~L${q.limitMicros}` : `${q.windowSk}~L${q.limitMicros}`;
 }
 
@@ -67,6 +81,8 @@ export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quan
   const limitMicros = Number(sk.slice(at + 2));
   if (!Number.isSafeInteger(limitMicros) || limitMicros < 0) return undefined;
   const windowSk = sk.slice(0, at);
+  if (windowSk === 'SPEND') return { kind: 'spend', capMicros: limitMicros };
+  if (sk.startsWith('RATE#') && typeof keyId === 'string') return { kind: 'rate', keyId, windowSk, ratePerMinute: limitMicros };
   if (sk.startsWith('KEYWIN#') && typeof keyId === 'string') return { kind: 'key', keyId, windowSk, limitMicros };
   if (sk.startsWith('MEMBERMONTH#') && typeof memberId === 'string') return { kind: 'member', memberId, windowSk, limitMicros };
   if (sk.startsWith('MONTH#') && MONTH_ID.test(windowSk.slice('MONTH#'.length))) return { kind: 'month', month: windowSk.slice('MONTH#'.length), limitMicros };
@@ -121,4 +137,37 @@ export function giveFor(ask: { readonly asked: number; readonly answered: number
   const asker = Math.max(0, spare.asker);
   const fair = Number(((BigInt(giver) + BigInt(asker)) * BigInt(weight.asker)) / BigInt(weight.asker + weight.giver)) - asker;
   return Math.max(0, Math.min(giver, Math.max(open, fair)));
+}
+
+/** What a region's counters under one quantity have moved into it: everything it credited from the others less everything it gave them (negative when it gave more). */
+export function movedIn(item: Record<string, unknown> | undefined, peers: readonly string[]): number {
+  return peers.reduce((a, p) => {
+    const c = peerCounters(item, p);
+    return a + c.recv - c.sent;
+  }, 0);
+}
+
+/**
+ * The tag rule of the spend-rate cap: a region's headroom written under a changed cap (a new tag,
+ * `rc`) is its share of the new cap, plus what transfers under that cap have moved into it
+ * (`movedIn` of the cap's counters: 0 for a cap never moved under, and what a cap set before, then
+ * changed and set again, left moved), less its live reservations. Transfers under another cap are
+ * not counted (they are that cap's), and a move under this cap is never undone by the rewrite.
+ */
+export function rateRoomAfterRetag(shareMicros: number, movedMicros: number, liveMicros: number): number {
+  return shareMicros + movedMicros - liveMicros;
+}
+
+/**
+ * What a region has spare of the spend-rate cap's headroom at `now`, by its slices as read: the
+ * headroom on them (never-written headroom as slice 0's share) plus what aged out in slots not
+ * tidied yet; when the slices were written under another cap, its capacity under this one
+ * ({@link rateRoomAfterRetag}). Never below 0.
+ */
+export function spendSpare(snapshot: AdmissionSnapshot, shareMicros: number, movedMicros: number, now: number): number {
+  const parts = snapshot.slices.map((s) => ({ s, p: partitionSlots(s.slots, now) }));
+  if (rateNeedsRetag(snapshot, shareMicros)) {
+    return Math.max(0, rateRoomAfterRetag(shareMicros, movedMicros, parts.reduce((a, { p }) => a + p.liveMicros, 0)));
+  }
+  return Math.max(0, parts.reduce((a, { s, p }) => a + rateRoomOf(s, shareMicros) + p.expired.reduce((b, e) => b + e.micros, 0), 0));
 }

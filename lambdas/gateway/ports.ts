@@ -65,6 +65,19 @@ export interface AdmissionLimits {
   readonly memberMonthGeneration?: number;
   readonly workspaceLimitMicros?: number;
   readonly spendRateCapMicros: number;
+  /**
+   * A stage with several regions: the whole cap across regions, of which `spendRateCapMicros` is
+   * this region's share (the tag its slices' headroom is written under); the cap the headroom's
+   * transfers between regions are counted under.
+   */
+  readonly spendRateCapStageMicros?: number;
+  /**
+   * A stage with several regions: the cap's headroom transfers have moved into this region under
+   * this cap (received less given; negative when it gave more). The region's capacity under the
+   * cap is `spendRateCapMicros` plus this: what a refusal is decided on and what headroom rewritten
+   * under a changed cap starts from. Absent: 0 (one region).
+   */
+  readonly spendRateMovedMicros?: number;
   readonly keyRatePerMinute: number;
   /**
    * The key window whose item counts the key's requests of the request's minute (by its start),

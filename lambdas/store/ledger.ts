@@ -227,6 +227,13 @@ export class DynamoLedger implements Ledger {
     private readonly tables: LedgerTables,
     /** Told of each transaction conflict (a CloudWatch metric when deployed). */
     private readonly onConflict: () => void = () => undefined,
+    /**
+     * A stage with several regions: what transfers have moved into this region of the spend-rate
+     * cap's headroom under the request's cap (`spendRateMovedMicros`), read only when an admission
+     * reads its snapshot (the refusal and a rewrite under a changed cap count it), never on the
+     * first write. Absent: one region, 0.
+     */
+    private readonly rateMoved?: (workspaceId: string, limits: AdmissionLimits) => Promise<number>,
   ) {
     // The shrinking hook (`slice-stats.ts`): reports admissions and conflicts, consolidates a cooled workspace.
     this.sliceStats = new SliceStatsRecorder(doc, tables.ledger, async (workspaceId, from, to) => {
@@ -395,7 +402,10 @@ export class DynamoLedger implements Ledger {
       createdAt: rowStart(request.holdId, now),
       expiresAt: request.expiresAt,
     };
-    const askNow = (): AdmissionAsk => ({ needMicros: need, limits: this.enforced(request), byok: request.byok, hasMember: request.memberId !== undefined, now });
+    // The spend-rate headroom transfers moved here (regions only): read once the first write has failed, for the refusal and a rewrite under a changed cap.
+    let rateMoved: number | undefined;
+    const withMoved = (l: AdmissionLimits): AdmissionLimits => (rateMoved === undefined ? l : { ...l, spendRateMovedMicros: rateMoved });
+    const askNow = (): AdmissionAsk => ({ needMicros: need, limits: withMoved(this.enforced(request)), byok: request.byok, hasMember: request.memberId !== undefined, now });
     let conflicted = false;
     let guardResets = 0;
     // The minute's count slot on the key window held an earlier minute's figure: the next write starts it over.
@@ -406,7 +416,8 @@ export class DynamoLedger implements Ledger {
       const enforced = this.enforced(request);
       const impossible =
         !request.byok &&
-        (need > enforced.spendRateCapMicros ||
+        // (Under transfers between regions the capacity can exceed the share: the snapshot decides, once it has read what moved.)
+        (((this.rateMoved === undefined || rateMoved !== undefined) && need > enforced.spendRateCapMicros + (rateMoved ?? 0)) ||
           (enforced.keyLimitMicros !== undefined && need > enforced.keyLimitMicros) ||
           (request.memberId !== undefined && enforced.memberLimitMicros !== undefined && need > enforced.memberLimitMicros) ||
           (enforced.workspaceLimitMicros !== undefined && need > enforced.workspaceLimitMicros));
@@ -489,6 +500,7 @@ export class DynamoLedger implements Ledger {
         }
       }
       const believed = memo.active;
+      if (this.rateMoved !== undefined && !request.byok) rateMoved = await this.rateMoved(request.workspaceId, limits);
       let snapshot = await this.snapshot(request.workspaceId, memo, request, undefined, 'items', month);
       if (refusalFor(snapshot, askNow()) !== undefined) {
         // Read item by item, a sum can miss what a move carried between two reads: only a

@@ -37,6 +37,8 @@ const POLL_MS = 40;
 const SILENT_MS = 30_000;
 /** A refusal for money that is in another region and has not arrived: `503 balance_unavailable`, retry in a second. */
 const IN_TRANSIT: Refusal = { kind: 'in_transit', retryAfterSeconds: 1 };
+/** A minute's request-rate transfer items are kept this long past the minute (a counter is kept 3 minutes). */
+const RATE_RETENTION_S = 600;
 /** Windows are kept this long past their end (as the ledger keeps key windows). */
 const RETENTION_S = 400 * 86_400;
 
@@ -137,6 +139,18 @@ export class RegionalLedger implements Ledger {
     return { q: { kind: 'key', keyId: request.keyId, windowSk, limitMicros: limits.keyLimitMicros }, ttl: end === undefined ? undefined : Math.floor(end / 1000) + RETENTION_S };
   }
 
+  /**
+   * The request-rate quantity a request counts in (its key, its minute, the rate), with a few
+   * minutes' expiry; undefined when its minute counts on a key window's item (`keyRateWindow`:
+   * a key whose credit limit is tracked), whose count slots take no transfer yet.
+   */
+  private rateQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } | undefined {
+    const { limits } = request;
+    if (limits.keyRateWindow !== undefined) return undefined;
+    const start = rowStart(request.holdId, request.now);
+    return { q: { kind: 'rate', keyId: request.keyId, windowSk: windowKeys.rate(request.keyId, start), ratePerMinute: limits.keyRatePerMinute }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
+  }
+
   private batchId(workspaceId: string, q: Quantity): string {
     return `${workspaceId}\u0000${quantityId(q)}`;
   }
@@ -164,6 +178,7 @@ export class RegionalLedger implements Ledger {
       ...(away && l.memberLimitArming === true ? { memberLimitArming: false } : {}),
       keyRatePerMinute: this.share(l.keyRatePerMinute),
       spendRateCapMicros: this.share(l.spendRateCapMicros),
+      spendRateCapStageMicros: l.spendRateCapMicros,
       ...(l.keyLimitMicros !== undefined ? { keyLimitMicros: this.share(l.keyLimitMicros) } : {}),
       ...(l.memberLimitMicros !== undefined ? { memberLimitMicros: this.share(l.memberLimitMicros) } : {}),
       ...(l.workspaceLimitMicros !== undefined ? { workspaceLimitMicros: this.share(l.workspaceLimitMicros) } : {}),
@@ -208,6 +223,12 @@ export class RegionalLedger implements Ledger {
 
   /** What a refusal says this region is short of, when another region could move it here. */
   private shortOf(request: AdmitRequest, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
+    if (refusal.kind === 'rate_limit_exceeded') {
+      // One request of the key's minute (an answer brings more when this region is below its
+      // part of what both have spare, so the key's next requests here do not ask again).
+      const rate = this.rateQuantity(request);
+      return rate === undefined ? undefined : { ...rate, micros: 1 };
+    }
     if (refusal.kind === 'insufficient_credit') return { q: { kind: 'credit' }, micros: Math.max(1, request.amountMicros - refusal.availableMicros), ttl: undefined };
     if (refusal.kind === 'key_limit_exceeded') {
       // The request's whole amount: what the key's window has counted here includes what was
@@ -220,6 +241,11 @@ export class RegionalLedger implements Ledger {
       // Likewise the whole amount: the member's month here counts what was given and received.
       const member = this.memberQuantity(request);
       return member === undefined ? undefined : { ...member, micros: Math.max(1, request.amountMicros) };
+    }
+    if (refusal.kind === 'spend_rate_exceeded' && !request.byok) {
+      // The request's whole amount, under the whole cap (the tag both regions count the cap's
+      // transfers under): this region's headroom counts what it gave and received.
+      return { q: { kind: 'spend', capMicros: request.limits.spendRateCapMicros }, micros: Math.max(1, request.amountMicros), ttl: undefined };
     }
     if (refusal.kind === 'workspace_limit_exceeded') {
       // Likewise: the month's used here counts what was given and received.

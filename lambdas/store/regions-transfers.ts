@@ -26,12 +26,12 @@
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit } from '../core/admission';
+import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit, type SliceView } from '../core/admission';
 import type { AdmissionLimits } from '../gateway/ports';
-import { counterNames, giveFor, peerCounters, quantityId, receivable, seenSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
+import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import { SLICE_NAMES, sliceRebalance, type Item } from './items';
+import { SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -80,6 +80,24 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
 }
 
 type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
+type RateQuantity = Extract<Quantity, { kind: 'rate' }>;
+
+/**
+ * Key slice 0's request counter of the minute moved by `requests` (a give: up, conditioned on the
+ * region's share of the rate still holding it, `requests ≤ share − x`, what it lent its other key
+ * slices counted as used; a receive: down, below zero if need be), made if no request of the
+ * minute made it yet, kept as long as the minute's counter is.
+ */
+function counterMove(requests: number, shareRequests: number, ttl: number | undefined): UpdateBuilder {
+  const u = new UpdateBuilder();
+  u.add('requests', requests);
+  if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
+  if (requests > 0) {
+    const r = u.a('requests');
+    u.when(`attribute_not_exists(${r}) OR ${r} <= ${u.v(shareRequests - requests)}`);
+  }
+  return u;
+}
 
 /**
  * The instant the ledger's snapshot of a month quantity's slices is read at, so its month shares
@@ -95,6 +113,48 @@ function monthReadAt(q: MonthQuantity): number {
 /** The limits a month-only rebalance is planned under: the region's share of the month limit, nothing else binding. */
 function monthOnly(shareMicros: number): AdmissionLimits {
   return { keyWindow: 'never', spendRateCapMicros: Number.MAX_SAFE_INTEGER, keyRatePerMinute: Number.MAX_SAFE_INTEGER, workspaceLimitMicros: shareMicros };
+}
+
+/** The limits a spend-rate-only rebalance is planned under: the region's share of the cap (its tag) and what moved here under it, nothing else binding. */
+function rateOnly(shareMicros: number, movedMicros: number): AdmissionLimits {
+  return { keyWindow: 'never', spendRateCapMicros: shareMicros, spendRateMovedMicros: movedMicros, keyRatePerMinute: Number.MAX_SAFE_INTEGER };
+}
+
+type SpendQuantity = Extract<Quantity, { kind: 'spend' }>;
+
+/**
+ * Slice 0's spend-rate headroom moved by `micros` (a receive: > 0; a give: < 0) under the cap's tag
+ * (`rc` = the region's share), on slice 0 as read (`seen`, undefined for an item not read or
+ * holding no headroom yet):
+ *
+ * - under the tag: `rr` moves, conditioned on the tag (and, for a give, on the room);
+ * - never written (no `rc`): written whole under the tag, `rr` = the region's capacity under the
+ *   cap after this move (`rateRoomAfterRetag` with nothing live: a slice 0 that never held headroom
+ *   has no reservation anywhere in the region), conditioned on still having none;
+ * - under another tag (the cap changed here and the region has not rewritten its headroom yet, or
+ *   it did under a later cap): undefined, the move is counted on the counters only. A later rewrite
+ *   under this cap counts it (its capacity is its share plus what moved under the cap); a receive's
+ *   transaction then checks slice 0 is still under the tag it saw (`rateTagCheck`), so a rewrite
+ *   racing it is either seen or cancels it.
+ */
+function rateMove(seen: SliceView | undefined, micros: number, shareMicros: number, movedAfter: number): UpdateBuilder | undefined {
+  const u = new UpdateBuilder();
+  const rc = u.a(SLICE_NAMES.rateCap);
+  const rr = u.a(SLICE_NAMES.rateRoom);
+  if (seen?.rateCap === undefined) {
+    u.when(`attribute_not_exists(${rc})`);
+    u.set(`${rc} = ${u.v(shareMicros)}, ${rr} = ${u.v(rateRoomAfterRetag(shareMicros, movedAfter, 0))}`);
+    return u;
+  }
+  if (seen.rateCap !== shareMicros) return undefined;
+  u.add(SLICE_NAMES.rateRoom, micros);
+  u.when(micros < 0 ? `${rc} = ${u.v(shareMicros)} AND ${rr} >= ${u.v(-micros)}` : `${rc} = ${u.v(shareMicros)}`);
+  return u;
+}
+
+/** A check that slice 0's spend-rate headroom is still under the tag it was read under (a counter-only move's guard against a racing rewrite). */
+function rateTagCheck(table: string, key: { pk: string; sk: string }, seenCap: number): { ConditionCheck: { TableName: string; Key: { pk: string; sk: string }; ConditionExpression: string; ExpressionAttributeNames: Record<string, string>; ExpressionAttributeValues: Record<string, unknown> } } {
+  return { ConditionCheck: { TableName: table, Key: key, ConditionExpression: '#rc = :rc', ExpressionAttributeNames: { '#rc': SLICE_NAMES.rateCap }, ExpressionAttributeValues: { ':rc': seenCap } } };
 }
 
 /**
@@ -144,7 +204,10 @@ export class RegionTransfers {
     onConflict?: () => void,
   ) {
     this.own = new RegionLens(raw, { ledger: tables.ledger, usage: tables.usage, region: setup.region, tag: regionTag(setup) });
-    this.ledger = new DynamoLedger(this.own, tables, onConflict);
+    // An admission's snapshot counts what transfers moved here of the spend-rate cap's headroom (its refusal, and a rewrite under a changed cap).
+    this.ledger = new DynamoLedger(this.own, tables, onConflict, (workspaceId, limits) =>
+      limits.spendRateCapStageMicros === undefined ? Promise.resolve(0) : this.movedInto(workspaceId, { kind: 'spend', capMicros: limits.spendRateCapStageMicros }),
+    );
   }
 
   private itemKey(workspaceId: string, q: Quantity): { pk: string; sk: string } {
@@ -167,7 +230,7 @@ export class RegionTransfers {
   /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key or member), until when. */
   private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
     u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
-    if (q.kind === 'key') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    if (q.kind === 'key' || q.kind === 'rate') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
     if (q.kind === 'member') u.set(`${u.a('memberId')} = ${u.v(q.memberId)}`);
     if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   }
@@ -204,6 +267,18 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else if (q.kind === 'rate') {
+        // Key slice 0's count of the minute goes down (below zero if need be): its condition
+        // `requests < share` then admits that many more of the key's requests this minute.
+        items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...counterMove(-delta, 0, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined).build() } });
+      } else if (q.kind === 'spend') {
+        // Slice 0's spend-rate headroom under the cap's tag: up by the difference, for good under
+        // this cap (once reserved and aged out, it returns to this region's headroom like its own).
+        const share = regionShare(this.setup, q.capMicros);
+        const zero = await this.sliceZero(workspaceId);
+        const m = rateMove(zero, delta, share, movedIn(mine, peersOf(this.setup)) + delta);
+        if (m !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...m.build() } });
+        else if (zero?.rateCap !== undefined) items.push(rateTagCheck(this.tables.ledger, sliceKey(workspaceId, 0), zero.rateCap));
       } else if (q.kind === 'month') {
         // Slice 0's month share: used down, room up (below zero used if need be), so the share
         // the region's ledger checks never moves; a share already in a later month takes
@@ -240,11 +315,30 @@ export class RegionTransfers {
     return { pk: q.kind === 'key' ? keyPk(workspaceId, q.keyId) : memberPk(workspaceId, q.memberId), sk: q.windowSk };
   }
 
+  /** Key slice 0's request counter of a rate quantity's minute (today's key; the lens adds the region's tag). */
+  private counterKey(workspaceId: string, q: RateQuantity): { pk: string; sk: string } {
+    return { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk };
+  }
+
+  /** What `region`'s key slice 0 counts of the minute (its requests, what it lent its other key slices, what it gave, less what it received), as this replica holds it. */
+  async requestsOf(workspaceId: string, q: RateQuantity, region: string = this.setup.region): Promise<number> {
+    const own = this.counterKey(workspaceId, q);
+    const key = { pk: regionalPk(own.pk, own.sk, regionTag(this.setup, region)), sk: own.sk };
+    const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
+    return typeof got.Item?.requests === 'number' ? got.Item.requests : 0;
+  }
+
   /** What `region` has spare of a quantity by its items in this replica (its own, current; another's, possibly behind). */
   async spareOf(workspaceId: string, q: Quantity, region: string = this.setup.region): Promise<number> {
     if (q.kind === 'credit') {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
+    }
+    if (q.kind === 'rate') return Math.max(0, regionShare(this.setup, q.ratePerMinute, region) - (await this.requestsOf(workspaceId, q, region)));
+    if (q.kind === 'spend') {
+      const now = Date.now();
+      const [snapshot, moved] = await Promise.all([this.ledgerOf(region).readSlices(workspaceId, now), this.movedInto(workspaceId, q, region)]);
+      return spendSpare(snapshot, regionShare(this.setup, q.capMicros, region), moved, now);
     }
     if (q.kind === 'month') {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthReadAt(q));
@@ -311,24 +405,67 @@ export class RegionTransfers {
     const zero = snapshot.slices[0];
     if (zero === undefined || (!monthNeedsRetag(snapshot, limits) && monthRoomOf(zero, share) >= want)) return snapshot;
     const plan = planRebalance(snapshot, 0, { needMicros: want, limits, byok: false, hasMember: false, now: at });
+    // Only the month share moves here: the money and the spend-rate headroom stay where they are.
+    await this.gather(workspaceId, snapshot, plan.edits, (e, seen) =>
+      sliceRebalance({ slice: e.slice, availableDelta: 0, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) }, seen, seen.rateCap ?? 0, { id: month, limitMicros: share }),
+    );
+    return this.ledger.readSlices(workspaceId, at);
+  }
+
+  /**
+   * Writes one part of a rebalance planned onto slice 0 (each slice's edit built by `build`, each
+   * conditioned as an admission's rebalance is), in one transaction; a cancelled one is left (a
+   * concurrent admission or settlement changed a slice: the give takes what slice 0 has).
+   */
+  private async gather(workspaceId: string, snapshot: AdmissionSnapshot, edits: readonly SliceEdit[], build: (edit: SliceEdit, seen: SliceView) => ReturnType<typeof sliceRebalance>): Promise<void> {
     const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [];
-    for (const e of plan.edits) {
+    for (const e of edits) {
       const seen = snapshot.slices[e.slice];
-      if (seen === undefined) continue;
-      // Only the month share moves here: the money and the spend-rate headroom stay where they are.
-      const edit: SliceEdit = { slice: e.slice, availableDelta: 0, prune: [], rateDelta: 0, monthDelta: e.monthDelta, ...(e.monthSet !== undefined ? { monthSet: e.monthSet } : {}) };
-      const built = sliceRebalance(edit, seen, seen.rateCap ?? 0, { id: month, limitMicros: share });
+      const built = seen === undefined ? undefined : build(e, seen);
       if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, e.slice), ...built } });
     }
-    if (items.length > 0) {
-      try {
-        await this.own.send(new TransactWriteCommand({ TransactItems: items }));
-      } catch (err) {
-        // A concurrent admission or settlement changed a slice: the give takes what slice 0 has.
-        if (!cancelled(err)) throw err;
-      }
+    if (items.length === 0) return;
+    try {
+      await this.own.send(new TransactWriteCommand({ TransactItems: items }));
+    } catch (err) {
+      if (!cancelled(err)) throw err;
     }
-    return this.ledger.readSlices(workspaceId, at);
+  }
+
+  /** This region's slice 0 as read now (strongly consistent); undefined when it was never written. */
+  private async sliceZero(workspaceId: string): Promise<SliceView | undefined> {
+    const got = await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ConsistentRead: true }));
+    return got.Item === undefined ? undefined : sliceView(0, got.Item, monthNumber(Date.now()));
+  }
+
+  /**
+   * What transfers of the spend-rate cap's headroom under `q`'s cap have moved into `region`
+   * (received less given, `movedIn`), by its transfer item as this replica holds it (its own:
+   * current). The store side of `AdmissionLimits.spendRateMovedMicros`.
+   */
+  async movedInto(workspaceId: string, q: SpendQuantity, region: string = this.setup.region): Promise<number> {
+    const item = region === this.setup.region ? await this.readOwn(workspaceId, q) : await this.readPeer(workspaceId, q, region);
+    return movedIn(item, peersOf(this.setup, region));
+  }
+
+  /**
+   * This region's slice 0 after gathering up to `want` of the cap's headroom into it from its other
+   * slices (a spend-rate-only rebalance, planned as an admission's is and conditioned the same way;
+   * aged-out slots tidied back into the headroom; headroom under another cap rewritten first, from
+   * the capacity under this one: `rateRoomAfterRetag`).
+   */
+  private async rateOnSliceZero(workspaceId: string, q: SpendQuantity, want: number): Promise<SliceView | undefined> {
+    const now = Date.now();
+    const share = regionShare(this.setup, q.capMicros);
+    const [snapshot, moved] = await Promise.all([this.ledger.readSlices(workspaceId, now), this.movedInto(workspaceId, q)]);
+    const zero = snapshot.slices[0];
+    if (zero === undefined || zero.rateCap === undefined || (zero.rateCap === share && zero.rateRoom >= want)) return zero;
+    const plan = planRebalance(snapshot, 0, { needMicros: want, limits: rateOnly(share, moved), byok: false, hasMember: false, now });
+    // Only the spend-rate headroom moves here: the money and the month share stay where they are.
+    await this.gather(workspaceId, snapshot, plan.edits, (e, seen) =>
+      sliceRebalance({ slice: e.slice, availableDelta: 0, prune: e.prune, rateDelta: e.rateDelta, monthDelta: 0, ...(e.rateSet !== undefined ? { rateSet: e.rateSet } : {}) }, seen, share),
+    );
+    return this.sliceZero(workspaceId);
   }
 
   /** This region's slice 0 credit, after gathering up to `want` into it from its other slices. */
@@ -372,6 +509,23 @@ export class RegionTransfers {
           const s = new UpdateBuilder();
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+        }
+      } else if (q.kind === 'rate') {
+        give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        // Counted as requests of the minute on key slice 0's counter, conditioned on the room still being there.
+        if (give > 0) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...counterMove(give, regionShare(this.setup, q.ratePerMinute), ttl).build() } });
+      } else if (q.kind === 'spend') {
+        const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        give = 0;
+        if (want > 0) {
+          const share = regionShare(this.setup, q.capMicros);
+          const zero = await this.rateOnSliceZero(workspaceId, q, want);
+          // Never written: the whole share (and what moved here) is slice 0's; under another cap (the rewrite lost a race): nothing now.
+          const room = zero?.rateCap === undefined ? rateRoomAfterRetag(share, movedIn(mine, peersOf(this.setup)), 0) : zero.rateCap === share ? zero.rateRoom : 0;
+          give = Math.max(0, Math.min(want, room));
+          const m = give > 0 ? rateMove(zero, -give, share, movedIn(mine, peersOf(this.setup)) - give) : undefined;
+          if (m !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...m.build() } });
+          else give = 0;
         }
       } else if (q.kind === 'month') {
         const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);

@@ -19,7 +19,6 @@
  *   ledger keeps checking a fixed share, and the slices' lending stays exact).
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
 import { windowKeys } from '../../lambdas/core/windows';
 import type { AdmissionLimits, AdmitRequest } from '../../lambdas/gateway/ports';
@@ -33,9 +32,8 @@ import { regionShare } from '../../lambdas/store/regions';
 import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { RegionTransfers, transferPk } from '../../lambdas/store/regions-transfers';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
-import { handleTransferRecords } from '../../lambdas/transfer/agent';
 import { NOW, OPEN, requestsTagged, settlement } from '../support/ledger-fixtures';
-import { HOME, race, settleAll, startTwoRegions, WEST, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
+import { HOME, race, replayedAndRaced, settleAll, startTwoRegions, WEST, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
 
 jest.setTimeout(600_000);
 
@@ -116,26 +114,6 @@ async function inTransit(ws: string, q: Quantity): Promise<number> {
   return peerCounters(e, WEST).sent - peerCounters(w, HOME).recv + (peerCounters(w, HOME).sent - peerCounters(e, WEST).recv);
 }
 
-/**
- * The east's transfer item of `q` as the west's stream shows it (with the member it is of, if
- * any), replayed three times in one batch and in three batches, while ten receivers of the west
- * race them: what the receivers say they credited, and the item.
- */
-async function replayedAndRaced(westX: RegionTransfers, ws: string, q: Quantity): Promise<{ image: Record<string, unknown>; credited: number }> {
-  const image = (await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
-  const S = (v: unknown): { S: string } => ({ S: String(v) });
-  const stamp = image.memberId === undefined ? {} : { memberId: S(image.memberId) };
-  const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), ...stamp }, SequenceNumber: '1' } };
-  const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
-  const got = await Promise.all([
-    ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
-    handleTransferRecords(westX, event),
-    handleTransferRecords(westX, event),
-    handleTransferRecords(westX, event),
-  ]);
-  return { image, credited: got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0) };
-}
-
 /** A race on a member's limit, its figures checked while it runs and once everything is settled and replicated. */
 async function memberRace(ws: string, memberId: string, requests: { region: Region; request: AdmitRequest }[]): Promise<void> {
   const watch = watchMonths(ws, memberId);
@@ -214,7 +192,7 @@ describe("a member's month limit split between two regions", () => {
       expect(await eastX.answer(ws, q, WEST)).toBe(0);
       expect(await memberMonth(east, ws, memberId)).toEqual({ settled: 0, held: 0, used: 7 * COST });
       await fx.caughtUp(ws);
-      const { image, credited } = await replayedAndRaced(westX, ws, q);
+      const { image, credited } = await replayedAndRaced(fx, westX, ws, q);
       expect(image.memberId).toBe(memberId);
       expect(credited).toBeLessThanOrEqual(7 * COST);
       expect(await memberMonth(west, ws, memberId)).toEqual({ settled: 0, held: 0, used: -7 * COST });
@@ -359,7 +337,7 @@ describe("the workspace's month limit split between two regions", () => {
       expect(await eastX.answer(ws, q, WEST)).toBe(0);
       expect(await workspaceMonth(east, ws)).toMatchObject({ held: 40 * COST, used: 50 * COST, room: 0 });
       await fx.caughtUp(ws);
-      const { credited } = await replayedAndRaced(westX, ws, q);
+      const { credited } = await replayedAndRaced(fx, westX, ws, q);
       expect(credited).toBeLessThanOrEqual(10 * COST);
       expect(await workspaceMonth(west, ws)).toEqual({ settled: 0, held: 0, used: -10 * COST, room: 60 * COST });
       expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 10 * COST, asked: 10 * COST });

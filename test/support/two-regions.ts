@@ -12,7 +12,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import type { AdmitOutcome, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
@@ -20,6 +21,9 @@ import type { HoldRecord } from '../../lambdas/shared/records';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
 import { creditRegion, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { asRegion, type RegionSetup } from '../../lambdas/store/regions';
+import { transferPk, type RegionTransfers } from '../../lambdas/store/regions-transfers';
+import { quantityId, type Quantity } from '../../lambdas/core/transfers';
+import { handleTransferRecords } from '../../lambdas/transfer/agent';
 import { type DynamoLocal, startDynamoLocal } from '../../local/dynamo-local';
 import { startReplicator, type Replicator } from '../../local/regions/replicator';
 import { startTransferAgent, type LocalTransferAgent } from '../../local/regions/transfer-agent';
@@ -78,7 +82,7 @@ export interface TwoRegions<X> {
    * `ws` is given, else every ledger and usage item.
    */
   caughtUp(ws?: string): Promise<void>;
-  /** Every item of a table a replica holds (minute counters aside; of one workspace's ledger when `ws` is given), by `<pk> <sk>`. */
+  /** Every item of a table a replica holds (minute counters aside, not their transfer items; of one workspace's ledger when `ws` is given), by `<pk> <sk>`. */
   items(r: TwoRegionsRegion<X>, table: 'ledger' | 'usage', ws?: string): Promise<Map<string, Record<string, unknown>>>;
   /** A workspace made in the home region (its home slice 0, as the management API makes it), replicated to the other. */
   workspace(): Promise<string>;
@@ -146,7 +150,8 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
     do {
       const page = await r.doc.send(new ScanCommand({ TableName: t(table), ConsistentRead: true, ExclusiveStartKey: start }));
       for (const i of page.Items ?? []) {
-        if ((ws === undefined || String(i.pk).includes(ws)) && !String(i.sk).startsWith('RATE#')) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
+        // Minute counters aside (a transfer item of a key's minute, `XFER#…` / `RATE#…~L<rate>`, is not one).
+        if ((ws === undefined || String(i.pk).includes(ws)) && (!String(i.sk).startsWith('RATE#') || String(i.pk).startsWith('XFER#'))) out.set(`${String(i.pk)} ${String(i.sk)}`, i);
       }
       start = page.LastEvaluatedKey;
     } while (start !== undefined);
@@ -247,4 +252,24 @@ export async function race(requests: readonly { region: Admitting; request: Admi
 /** Settles every hold in the region that admitted it, each charged `settlement`'s figures; each settles once. */
 export async function settleAll(ledger: { settle(hold: HoldRecord, settlement: Settlement): Promise<boolean> }, holds: readonly HoldRecord[], settlement: Settlement): Promise<void> {
   for (const h of holds) expect(await ledger.settle(h, settlement)).toBe(true);
+}
+
+/**
+ * The east's transfer item of `q` as the west's stream shows it (with the member or key it is of,
+ * if any), replayed three times in one batch and in three batches, while ten receivers of the west
+ * (`westX`) race them: what the receivers say they credited, and the item.
+ */
+export async function replayedAndRaced<X>(fx: TwoRegions<X>, westX: RegionTransfers, ws: string, q: Quantity): Promise<{ image: Record<string, unknown>; credited: number }> {
+  const image = (await fx.west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
+  const S = (v: unknown): { S: string } => ({ S: String(v) });
+  const stamp = { ...(image.memberId === undefined ? {} : { memberId: S(image.memberId) }), ...(image.keyId === undefined ? {} : { keyId: S(image.keyId) }) };
+  const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), ...stamp }, SequenceNumber: '1' } };
+  const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
+  const got = await Promise.all([
+    ...Array.from({ length: 10 }, () => westX.receive(ws, q, HOME)),
+    handleTransferRecords(westX, event),
+    handleTransferRecords(westX, event),
+    handleTransferRecords(westX, event),
+  ]);
+  return { image, credited: got.filter((g): g is number => typeof g === 'number').reduce((a, b) => a + b, 0) };
 }

@@ -109,6 +109,32 @@ describe('planRebalance: moves that cannot create or destroy a unit', () => {
     ]);
   });
 
+  test('in a region, a changed cap rewrites the headroom from its capacity: its share plus what transfers moved there under the new cap, less what is live', () => {
+    const snapshot = snap([
+      slice(0, { availableMicros: 900, rateCap: 2_000, rateRoom: 1_500, rateTotal: 500, slots: [{ slot: 0, second: SECOND - 5, micros: 500 }] }),
+      slice(1, { rateCap: 2_000, rateRoom: 200, rateTotal: 300, slots: [{ slot: 1, second: SECOND - 3, micros: 300 }] }),
+    ]);
+    // 400 received under the new cap (it was set before, then changed and set again): kept, not undone by the rewrite.
+    expect(planRebalance(snapshot, 1, ask(100, { spendRateMovedMicros: 400 })).edits.map((e) => [e.slice, e.rateSet])).toEqual([
+      [0, 0],
+      [1, 1_000 + 400 - 800],
+    ]);
+    // 150 given away under it: the rewrite leaves it given.
+    expect(planRebalance(snapshot, 0, ask(10, { spendRateMovedMicros: -150 })).edits.map((e) => [e.slice, e.rateSet])).toEqual([
+      [0, 1_000 - 150 - 800],
+      [1, 0],
+    ]);
+  });
+
+  test("a region's spend-rate refusal is decided on its capacity (share plus what moved there), not its share alone", () => {
+    const live = snap([slice(0, { availableMicros: 1_000, rateCap: 1_000, rateRoom: 300, rateTotal: 900, slots: [{ slot: 0, second: SECOND - 10, micros: 900 }] })]);
+    expect(refusalFor(live, ask(200))).toEqual({ kind: 'spend_rate_exceeded', retryAfterSeconds: 51, capMicros: 1_000 });
+    expect(refusalFor(live, ask(200, { spendRateMovedMicros: 200 }))).toBeUndefined();
+    // A need above the share but within the capacity can fit; one above the capacity never does.
+    expect(refusalFor(snap([slice(0, { availableMicros: 5_000 })]), ask(1_500, { spendRateMovedMicros: 600 }))).toBeUndefined();
+    expect(refusalFor(snap([slice(0, { availableMicros: 5_000 })]), ask(1_500, { spendRateMovedMicros: -1 }))).toMatchObject({ kind: 'spend_rate_exceeded' });
+  });
+
   test('expired slots are pruned on every slice the plan touches', () => {
     const old = { slot: 7, second: SECOND - 100, micros: 300 };
     const plan = planRebalance(snap([slice(0, { availableMicros: 900, rateCap: 1_000, rateRoom: 700, rateTotal: 300, slots: [old] })]), 0, ask(800));

@@ -7,7 +7,8 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
 import { regionUsageFilters } from '../../lib/aggregator';
-import { giveFor, peerCounters, quantityId, quantityOf, receivable, seenSpare } from '../../lambdas/core/transfers';
+import { giveFor, movedIn, peerCounters, quantityId, quantityOf, rateRoomAfterRetag, receivable, seenSpare, spendSpare } from '../../lambdas/core/transfers';
+import type { AdmissionSnapshot, SliceView } from '../../lambdas/core/admission';
 import { RegionConfigError, asRegion, regionSetupFromEnv, regionShare, regionTag, type RegionSetup } from '../../lambdas/store/regions';
 import { RegionKeyError, plainPk, regionalPk } from '../../lambdas/store/regions-lens';
 import { noticeOf } from '../../lambdas/transfer/agent';
@@ -117,6 +118,52 @@ describe('transfers', () => {
     expect(quantityId({ kind: 'key', keyId: 'mem_a', windowSk: 'KEYWIN#mem_a#2026-11', limitMicros: 7_000 })).not.toBe(quantityId(plain));
   });
 
+  test("the spend-rate cap's quantity is tagged by the whole cap and reads back; a changed cap is another item", () => {
+    const q = { kind: 'spend', capMicros: 50_000_000 } as const;
+    expect(quantityId(q)).toBe('SPEND~L50000000');
+    expect(quantityOf(quantityId(q), undefined)).toEqual(q);
+    expect(quantityId({ kind: 'spend', capMicros: 40_000_000 })).not.toBe(quantityId(q));
+    expect(quantityOf('SPEND~L5x', undefined)).toBeUndefined();
+    expect(quantityOf('SPEND', undefined)).toBeUndefined();
+  });
+
+  test("a key's minute of requests is its counter's key under the rate, with the key stamped on its item; a changed rate is another item", () => {
+    const q = { kind: 'rate', keyId: 'key_a', windowSk: 'RATE#key_a#29000000', ratePerMinute: 60 } as const;
+    expect(quantityId(q)).toBe('RATE#key_a#29000000~L60');
+    expect(quantityOf(quantityId(q), 'key_a')).toEqual(q);
+    expect(quantityOf(quantityId(q), undefined)).toBeUndefined();
+    expect(quantityId({ ...q, ratePerMinute: 61 })).not.toBe(quantityId(q));
+  });
+
+  test('the tag rule: headroom rewritten under a cap is the share plus what moved under that cap, less what is live', () => {
+    // What moved: everything credited from the others less everything given them, over every peer.
+    const item = { 'recv_us-west-2': 700, 'sent_us-west-2': 200, 'recv_eu-west-1': 50, 'sent_eu-west-1': 0 };
+    expect(movedIn(item, ['us-west-2', 'eu-west-1'])).toBe(550);
+    expect(movedIn(undefined, ['us-west-2'])).toBe(0);
+    expect(movedIn({ 'sent_us-west-2': 300 }, ['us-west-2'])).toBe(-300);
+    expect(rateRoomAfterRetag(2_500, 550, 1_000)).toBe(2_050);
+    expect(rateRoomAfterRetag(2_500, -300, 2_400)).toBe(-200); // owes headroom until its reservations age out
+  });
+
+  test("what a region has spare of the cap: its slices' headroom plus what aged out untidied; under another cap, its capacity less what is live", () => {
+    const now = Date.UTC(2030, 10, 22, 12, 0, 0);
+    const second = now / 1000;
+    const month = { exists: false, settledMicros: 0, heldMicros: 0, usedMicros: 0, roomMicros: 0, limitMicros: -1 };
+    const slice = (n: number, over: Partial<SliceView>): SliceView => ({ slice: n, availableMicros: 0, heldMicros: 0, spentMicros: 0, creditedMicros: 0, rateRoom: 0, rateTotal: 0, slots: [], month, ...over });
+    const snap = (slices: SliceView[]): AdmissionSnapshot => ({ slices, active: slices.length, keyRequests: 0 });
+    // Never written: slice 0 holds the whole share.
+    expect(spendSpare(snap([slice(0, {})]), 2_500, 0, now)).toBe(2_500);
+    // Under the tag: room on every slice, plus a slot that aged out and is not tidied yet.
+    const tagged = snap([
+      slice(0, { rateCap: 2_500, rateRoom: 900, rateTotal: 1_300, slots: [{ slot: 0, second: second - 10, micros: 1_000 }, { slot: 1, second: second - 70, micros: 300 }] }),
+      slice(1, { rateCap: 2_500, rateRoom: 100, rateTotal: 0 }),
+    ]);
+    expect(spendSpare(tagged, 2_500, 0, now)).toBe(900 + 300 + 100);
+    // Under another cap: the capacity under this one, less what is live.
+    expect(spendSpare(tagged, 3_000, 400, now)).toBe(3_000 + 400 - 1_000);
+    expect(spendSpare(tagged, 500, 0, now)).toBe(0);
+  });
+
   test('receiving takes only what is new; giving answers what was asked, or more toward the asker\'s weighted part, never more than is spare', () => {
     expect(receivable(70, 50)).toBe(20);
     expect(receivable(50, 50)).toBe(0);
@@ -170,6 +217,8 @@ describe('stream filters', () => {
     const member = { eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: 'XFER#ws_1@us-west-2' }, sk: { S: 'MEMBERMONTH#mem_a#2026-11~L9000' }, region: { S: 'us-west-2' }, ws: { S: 'ws_1' }, memberId: { S: 'mem_a' } } } } as DynamoDBRecord;
     expect(noticeOf(member, 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'member', memberId: 'mem_a', windowSk: 'MEMBERMONTH#mem_a#2026-11', limitMicros: 9_000 }, peer: 'us-west-2' });
     expect(noticeOf(member, 'us-west-2')).toBeUndefined();
+    const spend = { eventName: 'MODIFY', dynamodb: { NewImage: { pk: { S: 'XFER#ws_1@us-west-2' }, sk: { S: 'SPEND~L50000000' }, region: { S: 'us-west-2' }, ws: { S: 'ws_1' } } } } as DynamoDBRecord;
+    expect(noticeOf(spend, 'us-east-1')).toEqual({ workspaceId: 'ws_1', quantity: { kind: 'spend', capMicros: 50_000_000 }, peer: 'us-west-2' });
   });
 });
 
