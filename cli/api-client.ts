@@ -7,7 +7,7 @@
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
-import { ADMIN_BASE_PATH } from '../lambdas/admin/paths';
+import { ADMIN_BASE_PATH, CONFIGURATION_HOME_HEADER } from '../lambdas/admin/paths';
 
 /** A refusal or failure answered by the management API (or on the way to it). */
 export class AdminApiError extends Error {
@@ -16,6 +16,8 @@ export class AdminApiError extends Error {
     message: string,
     readonly status: number,
     readonly requestId: string | null,
+    /** With `configuration_home_elsewhere`: the configuration home the refusing region named. */
+    readonly configurationHome?: string,
   ) {
     super(message);
     this.name = 'AdminApiError';
@@ -94,7 +96,8 @@ class HttpAdminApi implements AdminApi {
     if (!res.ok) {
       const e = (parsed as { error?: { code?: unknown; message?: unknown } } | { Message?: unknown }) ?? {};
       if ('error' in e && e.error !== undefined) {
-        throw new AdminApiError(typeof e.error.code === 'string' ? e.error.code : 'failed', String(e.error.message ?? res.statusText), res.status, requestId);
+        const home = res.headers.get(CONFIGURATION_HOME_HEADER) ?? undefined;
+        throw new AdminApiError(typeof e.error.code === 'string' ? e.error.code : 'failed', String(e.error.message ?? res.statusText), res.status, requestId, home);
       }
       // An answer from AWS itself (a refused signature or permission) rather than from Sluice.
       const message = 'Message' in e && typeof e.Message === 'string' ? e.Message : res.statusText;

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import type { CommandIo, Outcome } from './commands';
 import { COMMANDS as BASE_COMMANDS } from './commands';
 import { CATALOG_COMMANDS } from './commands/catalog';
+import { STAGE_COMMANDS } from './commands/stage';
 import { runUsage } from './commands/usage';
 import { CatalogValidationError } from '../lambdas/catalog/errors';
 import { AdminError } from '../lambdas/store/directory-errors';
@@ -23,7 +24,7 @@ export interface MainIo {
 }
 
 /** Every `sluice <group> <action>` command; `usage` parses its own arguments. */
-const COMMANDS = [...BASE_COMMANDS, ...CATALOG_COMMANDS];
+const COMMANDS = [...BASE_COMMANDS, ...CATALOG_COMMANDS, ...STAGE_COMMANDS];
 
 const GLOBAL_OPTIONS = {
   stage: { type: 'string', default: 'local' },
@@ -190,9 +191,25 @@ export async function run(argv: readonly string[], io: MainIo = { stdout: proces
 
 /** Prints a failure of any kind as one line (and the JSON error with `--json`); exit code 1. */
 export function failWith(io: MainIo, json: boolean, err: unknown): number {
+  if (err instanceof AdminApiError && err.code === 'configuration_home_elsewhere') return fail(io, json, err.code, elsewhereMessage(err));
   if (err instanceof AdminApiError || err instanceof AdminError || err instanceof CatalogValidationError) return fail(io, json, err.code, err.message);
   const e = err instanceof Error ? err : new Error(String(err));
   return fail(io, json, 'failed', e.name !== 'Error' ? `${e.name}: ${e.message}` : e.message);
+}
+
+/**
+ * A change sent to a region that is not the configuration home: said plainly, naming the home (the
+ * management API's header) and what to run. The CLI knows one management URL, not every region's,
+ * so it does not send the change again elsewhere itself.
+ */
+export function elsewhereMessage(err: AdminApiError): string {
+  const home = err.configurationHome;
+  if (home === undefined) return err.message;
+  return (
+    `not changed: this region's management API only reads; the configuration home is ${home}. ` +
+    `Run the command again with --endpoint <${home}'s AdminUrl> (or ${ADMIN_URL_ENV}); if ${home} is lost, move the configuration home first: ` +
+    `sluice stage config-home <region> --endpoint <that region's AdminUrl>`
+  );
 }
 
 /**

@@ -11,9 +11,10 @@ import type { AdminDeps } from './ports';
 import { ADMIN_REFUSALS, adminErrorBody, isAdminRefusalCode } from './refusals';
 import { ROUTES, type RouteResult } from './routes';
 
-import { ADMIN_BASE_PATH } from './paths';
+import { ADMIN_BASE_PATH, CONFIGURATION_HOME_HEADER } from './paths';
+import { homeRegion } from '../store/regions';
 
-export { ADMIN_BASE_PATH };
+export { ADMIN_BASE_PATH, CONFIGURATION_HOME_HEADER };
 export type { AdminDeps, RouteCall } from './ports';
 /** Largest request body read; a catalog import is the largest legitimate one. */
 export const ADMIN_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -118,13 +119,28 @@ export async function handleAdmin(req: AdminRequest, deps: AdminDeps): Promise<A
     return refuse(req.requestId, 'method_not_allowed', `${req.method} is not served on ${req.path}`, { allow });
   }
   // Several regions: changes are made in the configuration home only (docs/regions.md,
-  // "Configuration"). Elsewhere a write would be a second writer of items the home writes (a
-  // top-up lands on the home's credit slice; at most five live keys and a reference used once
-  // hold only with one writer), so it is refused before anything is read; reads are served here.
+  // "Configuration"): the stage's home region until an operator moves it. Elsewhere a write would
+  // be a second writer of items the configuration home writes (at most five live keys and a
+  // reference used once hold only with one writer), so it is refused before anything but the
+  // recorded home (cached) is read; reads are served here. The move itself is the one exception:
+  // its target records it while the old home may be lost.
   const regions = deps.ctx.regions;
-  const home = regions?.regions[0];
-  if (regions !== undefined && home !== undefined && regions.region !== home && chosen.route.method !== 'GET') {
-    return refuse(req.requestId, 'configuration_home_elsewhere', `this management API (${regions.region}) only reads: changes are made in the configuration home, ${home} (its stack's AdminUrl)`);
+  if (regions !== undefined && chosen.route.method !== 'GET' && chosen.route.anyRegion !== true) {
+    let home: string;
+    try {
+      home = deps.configHome === undefined ? homeRegion(regions) : (await deps.configHome.current()).home;
+    } catch (err) {
+      deps.logFault?.({ kind: 'config_home_unread', error: err instanceof Error ? err.name : 'unknown', requestId: req.requestId });
+      return respond(500, req.requestId, adminErrorBody({ message: 'The management API could not read where the configuration home is; quote the request id if it persists.', type: 'api_error', code: null, requestId: req.requestId }));
+    }
+    if (home !== regions.region) {
+      return refuse(
+        req.requestId,
+        'configuration_home_elsewhere',
+        `this management API (${regions.region}) only reads: changes are made in the configuration home, ${home} (its stack's AdminUrl); if ${home} is lost, move the configuration home with sluice stage config-home <region> sent to that region's AdminUrl`,
+        { [CONFIGURATION_HOME_HEADER]: home },
+      );
+    }
   }
   if (req.body !== undefined && Buffer.byteLength(req.body) > ADMIN_MAX_BODY_BYTES) {
     return refuse(req.requestId, 'payload_too_large', `the body is over ${ADMIN_MAX_BODY_BYTES} bytes`);

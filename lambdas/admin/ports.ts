@@ -5,6 +5,7 @@
 import type { AdminContext } from '../store/directory-context';
 import type { BalancePort } from '../store/balance-port';
 import type { AuditSummary } from '../store/audit';
+import type { ConfigHomePort } from '../store/config-home';
 
 /** What the use cases run against. */
 export interface AdminDeps {
@@ -18,6 +19,11 @@ export interface AdminDeps {
    * named by `baseUrlEnv`: local mode's simulator). @default none: providers list as catalogued
    */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Where the configuration home is recorded (a stage with several regions): changes are accepted
+   * only where it names this region. @default the stage's home region, never moved (no store read)
+   */
+  readonly configHome?: ConfigHomePort;
 }
 
 /** A match of a route: its parameters, decoded. */
@@ -49,5 +55,10 @@ export interface Route {
   readonly pattern: readonly string[];
   /** The audit action; undefined for a read. */
   readonly action?: string;
+  /**
+   * Served outside the configuration home too: only the move of the configuration home itself,
+   * which its target region records while the old home may be lost. @default false
+   */
+  readonly anyRegion?: boolean;
   run(call: RouteCall): Promise<RouteResult>;
 }

@@ -36,6 +36,8 @@ export const ADMIN_REFUSALS = {
   provider_in_use: { status: 409, type: 'invalid_request_error' },
   model_exists: { status: 409, type: 'invalid_request_error' },
   configuration_home_elsewhere: { status: 409, type: 'invalid_request_error' },
+  home_region_required: { status: 409, type: 'invalid_request_error' },
+  nothing_to_move: { status: 409, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   secret_store_missing: { status: 500, type: 'api_error' },
   audit_failed: { status: 500, type: 'api_error' },

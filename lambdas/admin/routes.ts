@@ -35,6 +35,10 @@ import { usageReport } from './usage-report';
 import { auditEntryView, usageRowView } from './views';
 import { formatMoney } from '../core/money-format';
 import { CATALOG_ROUTES } from './catalog-routes';
+import { checkMove, type ConfigHomeRecord } from '../core/config-home';
+import { ConfigHomeMoveError } from '../store/directory-errors';
+import type { ConfigHomeView } from '../store/config-home';
+import { homeRegion } from '../store/regions';
 
 export type { Route, RouteResult } from './ports';
 
@@ -117,6 +121,20 @@ function keyRef(call: RouteCall): KeyRef {
 /** A change to one workspace: its body, audited under that workspace with `summary`. */
 function change(call: RouteCall, body: unknown, summary: AuditSummary, status = 200): RouteResult {
   return { body, status, workspaceId: ws(call), summary };
+}
+
+/** What `GET /stage/config-home` answers (and the move, with `previous`): null fields for a stage with one region. */
+function configHomeBody(regions: readonly string[] | undefined, own: string | undefined, view: ConfigHomeView | undefined): Record<string, unknown> {
+  const move = (r: ConfigHomeRecord | undefined): Record<string, unknown> | null =>
+    r === undefined ? null : { region: r.region, generation: r.generation, at: new Date(r.at).toISOString(), by: r.by, requestId: r.requestId };
+  return {
+    regions: regions ?? null,
+    region: own ?? null,
+    stageHome: regions?.[0] ?? null,
+    configurationHome: view?.home ?? null,
+    acceptsChanges: view === undefined || view.home === own,
+    move: move(view?.record),
+  };
 }
 
 // ---- routes --------------------------------------------------------------------------------
@@ -559,6 +577,39 @@ export const ROUTES: readonly Route[] = [
   },
   // Catalog: providers and models (their own file)
   ...CATALOG_ROUTES,
+  // The configuration home (a stage with several regions; docs/regions.md, "Configuration")
+  {
+    method: 'GET',
+    pattern: ['stage', 'config-home'],
+    async run(call) {
+      const regions = call.deps.ctx.regions;
+      const port = call.deps.configHome;
+      if (regions === undefined) return { body: configHomeBody(undefined, undefined, undefined) };
+      const view: ConfigHomeView = port === undefined ? { home: homeRegion(regions), record: undefined } : await port.read();
+      return { body: configHomeBody(regions.regions, regions.region, view) };
+    },
+  },
+  {
+    method: 'PUT',
+    pattern: ['stage', 'config-home'],
+    action: 'stage.config-home',
+    // Its target records it while the old home may be lost: accepted outside the configuration home.
+    anyRegion: true,
+    async run(call) {
+      const region = need(call, 'region');
+      const regions = call.deps.ctx.regions;
+      const refused = checkMove(regions?.regions, regions?.region, region);
+      if (refused !== undefined) throw new ConfigHomeMoveError(refused.code, refused.message);
+      const port = call.deps.configHome;
+      if (regions === undefined || port === undefined) throw new Error('the management API was built without its configuration home store');
+      const { before, after } = await port.move({ region, by: call.principal, requestId: call.requestId });
+      return {
+        body: { ...configHomeBody(regions.regions, regions.region, after), previous: before.home },
+        workspaceId: null,
+        summary: { region, previous: before.home, generation: after.record?.generation ?? 0 },
+      };
+    },
+  },
   // Audit
   {
     method: 'GET',

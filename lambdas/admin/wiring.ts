@@ -9,6 +9,7 @@ import type { RuntimeConfig } from '../shared/config';
 import { LocalFileSecretStore, SecretsManagerStore, type SecretStore } from '../store/directory-secrets';
 import type { AdminDeps } from './app';
 import { DynamoBalancePort } from '../store/balance-port';
+import { DynamoConfigHome } from '../store/config-home';
 
 /** Environment variable naming local mode's BYOK secret file (the gateway reads the same one). */
 export const LOCAL_SECRETS_FILE_ENV = 'SLUICE_LOCAL_SECRETS_FILE';
@@ -31,6 +32,8 @@ export function makeAdminDeps(config: RuntimeConfig, env: NodeJS.ProcessEnv = pr
   return {
     ctx,
     balance: new DynamoBalancePort(ctx),
+    // Several regions: changes are accepted only where the recorded configuration home names this region.
+    ...(regions === undefined ? {} : { configHome: new DynamoConfigHome(ctx, regions) }),
     // One JSON line per fault, by kind: never a body, a key or a secret.
     logFault: (fields) => console.error(JSON.stringify({ level: 'error', ...fields })),
     env,

@@ -82,3 +82,14 @@ export function armingMinutes(trackFrom: number): number[] {
 export function needsArming(before: { readonly limitMicros?: number; readonly cadence?: WindowCadence }, cadence: WindowCadence): boolean {
   return before.limitMicros === undefined || (before.cadence ?? 'monthly') !== cadence;
 }
+
+/**
+ * Whether an arming's marks on the request counters (the minutes {@link armingMinutes} names) can
+ * still refuse an admission at `now`: only one whose own time falls in a marked minute reads them,
+ * and its time is taken at most a store call's budget (10 s) before its write; a minute past the
+ * last marked minute covers that. After it, taking the marks off changes nothing.
+ */
+export function armingMarksLive(trackFrom: number, now: number): boolean {
+  const last = Math.max(...armingMinutes(trackFrom));
+  return now < (last + 2) * 60_000;
+}

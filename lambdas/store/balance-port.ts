@@ -20,7 +20,9 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { randomBytes } from 'node:crypto';
 import { formatMoney } from '../core/money-format';
-import { readBalanceEverywhere } from './regions-balance';
+import type { DocumentSender } from '../adapters/dynamo-wire';
+import { lensFor, readBalanceEverywhere } from './regions-balance';
+import { regionTag } from './regions';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
@@ -107,7 +109,22 @@ function toEntry(item: Record<string, unknown>): StatementEntry {
  * own `creditWorkspace` puts credit too; reads are the workspace-wide sum over every slice.
  */
 export class DynamoBalancePort implements BalancePort {
-  constructor(private readonly ctx: AdminContext) {}
+  /**
+   * What slice 0's writes go through. In a stage with several regions the management API writes
+   * only in the configuration home; when that is not the stage's home region (an operator moved
+   * it), top-ups and adjustments land on that region's own slice 0 through its lens
+   * (`WS#<ws>@<region>`), never on the home region's, which only the home region writes
+   * (docs/regions.md). The statement lines and reference markers keep the workspace's own key.
+   */
+  private readonly writer: DocumentSender;
+  /** Whether this region is not the stage's home region: its slice 0 may not exist yet (made by its first credit). */
+  private readonly elsewhere: boolean;
+
+  constructor(private readonly ctx: AdminContext) {
+    const regions = ctx.regions;
+    this.elsewhere = regions !== undefined && regionTag(regions) !== '';
+    this.writer = regions !== undefined && this.elsewhere ? lensFor(ctx.doc, this.ledgerTables(), regions) : ctx.doc;
+  }
 
   private ledgerTables(): LedgerTables {
     return { ledger: table(this.ctx, 'ledger'), usage: table(this.ctx, 'usage') };
@@ -123,16 +140,14 @@ export class DynamoBalancePort implements BalancePort {
    */
   private async readInSequence(workspaceId: string): Promise<{ balance: BalanceView; seq: number }> {
     checkWorkspaceId(workspaceId);
-    const out = await this.ctx.doc.send(
-      new GetCommand({
-        TableName: table(this.ctx, 'ledger'),
-        Key: { pk: ledgerPk(workspaceId), sk: BALANCE },
-        ConsistentRead: true,
-        ProjectionExpression: 'pk, statementSeq',
-      }),
-    );
+    const slice0 = (sender: DocumentSender): Promise<{ Item?: Record<string, unknown> }> =>
+      sender.send(new GetCommand({ TableName: table(this.ctx, 'ledger'), Key: { pk: ledgerPk(workspaceId), sk: BALANCE }, ConsistentRead: true, ProjectionExpression: 'pk, statementSeq' }));
+    // The workspace exists when its home-region slice 0 does (made with it; replicated here when
+    // the configuration home is elsewhere), and the sequence is on the slice 0 this region writes.
+    const out = await slice0(this.ctx.doc);
     if (out.Item === undefined) throw new WorkspaceNotFoundError(workspaceId);
-    const seq = typeof out.Item['statementSeq'] === 'number' ? out.Item['statementSeq'] : 0;
+    const own = this.elsewhere ? (await slice0(this.writer)).Item : out.Item;
+    const seq = typeof own?.['statementSeq'] === 'number' ? own['statementSeq'] : 0;
     // A hot workspace's balance is split into escrow slices: the store sums them from one snapshot.
     const b = await readBalanceEverywhere(this.ctx.doc, this.ledgerTables(), this.ctx.regions, workspaceId, nowOf(this.ctx));
     return { seq, balance: { availableMicros: b.availableMicros, heldMicros: b.heldMicros, spentMicros: b.spentMicros, creditedMicros: b.creditedMicros } };
@@ -140,11 +155,11 @@ export class DynamoBalancePort implements BalancePort {
 
   /** Whether a top-up or an adjustment has landed since `seq` was read. */
   private async sequenceMoved(workspaceId: string, seq: number): Promise<boolean> {
-    const out = await this.ctx.doc.send(
+    const out = await this.writer.send(
       new GetCommand({ TableName: table(this.ctx, 'ledger'), Key: { pk: ledgerPk(workspaceId), sk: BALANCE }, ConsistentRead: true, ProjectionExpression: 'statementSeq' }),
     );
     const now = typeof out.Item?.['statementSeq'] === 'number' ? out.Item['statementSeq'] : 0;
-    return out.Item !== undefined && now !== seq;
+    return (out.Item !== undefined || this.elsewhere) && now !== seq;
   }
 
   async credit(input: { workspaceId: string; micros: number; reference?: string } & Actor): Promise<CreditResult> {
@@ -160,9 +175,9 @@ export class DynamoBalancePort implements BalancePort {
       const { balance: before, seq } = await this.readInSequence(input.workspaceId);
       try {
         await transact(
-          this.ctx,
+          { doc: this.writer },
           [
-            balanceChange(ledger, pk, micros, seq),
+            balanceChange(ledger, pk, micros, seq, undefined, this.elsewhere),
             statementPut(ledger, pk, entry),
             ...(reference === undefined
               ? []
@@ -211,9 +226,9 @@ export class DynamoBalancePort implements BalancePort {
       const { balance: before, seq } = await this.readInSequence(input.workspaceId);
       try {
         await transact(
-          this.ctx,
+          { doc: this.writer },
           [
-            balanceChange(ledger, pk, delta, seq, need),
+            balanceChange(ledger, pk, delta, seq, need, this.elsewhere),
             statementPut(ledger, pk, entry),
           ],
           async (reasons) => {
@@ -236,7 +251,7 @@ export class DynamoBalancePort implements BalancePort {
         }
         if (!(err instanceof CreditElsewhereSignal)) throw err;
         gathered += 1;
-        await new DynamoLedger(this.ctx.doc, this.ledgerTables()).moveCreditTo(input.workspaceId, 0, need, at);
+        await new DynamoLedger(this.writer, this.ledgerTables()).moveCreditTo(input.workspaceId, 0, need, at);
       }
     }
   }
@@ -272,7 +287,10 @@ export class DynamoBalancePort implements BalancePort {
  * JavaScript integer. With `needMicros`, `available` must cover it: `available` excludes what is
  * held, so keeping it at or above zero keeps the balance at or above what running requests hold.
  */
-function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: number, needMicros?: number): TransactItem {
+function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: number, needMicros?: number, mayMake = false): TransactItem {
+  // Outside the stage's home region, the region's slice 0 is made by its first credit (the
+  // workspace's existence was read from the home region's slice 0 in this replica).
+  const exists = mayMake ? '(attribute_not_exists(creditedMicros) OR creditedMicros <= :ceiling)' : 'attribute_exists(pk) AND creditedMicros <= :ceiling';
   return {
     Update: {
       TableName: ledger,
@@ -280,7 +298,7 @@ function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: num
       UpdateExpression: 'ADD availableMicros :d, creditedMicros :d, statementSeq :one',
       // `statementSeq`: no other top-up or adjustment since the balance this one reports was read.
       ConditionExpression:
-        `attribute_exists(pk)${needMicros === undefined ? '' : ' AND availableMicros >= :need'} AND creditedMicros <= :ceiling AND ` +
+        `${exists}${needMicros === undefined ? '' : ' AND availableMicros >= :need'} AND ` +
         (seq === 0 ? '(attribute_not_exists(statementSeq) OR statementSeq = :seq)' : 'statementSeq = :seq'),
       ExpressionAttributeValues: {
         ':d': deltaMicros,

@@ -93,7 +93,7 @@ function sleep(ms: number): Promise<void> {
  * passed to `onCancel`, which returns the domain error to throw (or undefined to rethrow as is).
  */
 export async function transact(
-  ctx: AdminContext,
+  ctx: { readonly doc: { send(command: TransactWriteCommand): Promise<unknown> } },
   items: readonly TransactItem[],
   onCancel: (reasons: Reasons) => Error | undefined | Promise<Error | undefined>,
 ): Promise<void> {

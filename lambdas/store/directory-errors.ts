@@ -198,3 +198,27 @@ export class UsageNotFoundError extends AdminError {
     this.name = 'UsageNotFoundError';
   }
 }
+
+/**
+ * A change that writes the stage's home region's ledger items (a limit's arming, the slice count),
+ * refused while the configuration home is another region: only the home region writes its items
+ * (docs/regions.md, "Configuration"), and this region's own items would not be what its gateways
+ * or the home's read for it.
+ */
+export class HomeRegionRequiredError extends AdminError {
+  constructor(what: string, homeRegion: string, configurationHome: string) {
+    super(
+      'home_region_required',
+      `${what} writes the home region's (${homeRegion}) ledger items, which only ${homeRegion} writes; refused while the configuration home is ${configurationHome}. Make it again once the configuration home is back in ${homeRegion} (sluice stage config-home ${homeRegion})`,
+    );
+    this.name = 'HomeRegionRequiredError';
+  }
+}
+
+/** A move of the configuration home the management API cannot make (one region, or another region's API asked). */
+export class ConfigHomeMoveError extends AdminError {
+  constructor(code: 'nothing_to_move' | 'invalid_argument', message: string) {
+    super(code, message);
+    this.name = 'ConfigHomeMoveError';
+  }
+}

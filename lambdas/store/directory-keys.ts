@@ -4,7 +4,7 @@
  */
 import { QueryCommand, TransactGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { KEY_SLICES } from '../core/key-slices';
-import { ARMING_MARGIN_MS, needsArming, trackFromFor } from '../core/limit-arming';
+import { ARMING_MARGIN_MS, armingMarksLive, needsArming, trackFromFor } from '../core/limit-arming';
 import { minuteCeil, windowId, windowKeys } from '../core/windows';
 import { hashKey, mintKey, prefixForStage, visiblePart } from '../core/api-key';
 import type { KeyEndedHow, KeyRecord, WindowCadence, WindowRecord } from '../shared/records';
@@ -13,6 +13,7 @@ import type { AdminContext, TransactItem } from './directory-context';
 import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
 import { lastUseOfKey } from './directory-usage';
 import { DEFAULT_CACHE_TTL_MS, armWindow, reopenCounters } from './limit-arming';
+import { requireHomeRegionItems, runsElsewhere } from './config-home';
 import { windowKey } from './keys';
 import {
   AmbiguousKeyError,
@@ -288,6 +289,11 @@ export async function setKeyCreditLimit(
   // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
   const resume = micros !== null && !arm && key.creditTrackFrom !== undefined && key.creditArmedFrom !== key.creditTrackFrom;
   const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : key.creditTrackFrom;
+  // Removed, or armed anew over another window: the earlier arming's marks come off (outside the
+  // home region only while they can still refuse: after that, taking them off changes nothing).
+  const reopen = (micros === null || arm) && key.creditTrackFrom !== undefined && (!runsElsewhere(ctx) || armingMarksLive(key.creditTrackFrom, nowOf(ctx)));
+  // Arming writes the home region's key window (and taking marks off, its counters): refused before anything is written while the configuration home is elsewhere.
+  if (arm || resume || reopen) requireHomeRegionItems(ctx, arm || resume ? 'a key credit limit set on a window not tracked yet (it is armed)' : 'removing a key credit limit armed moments ago');
   // A tracked limit removed or re-armed leaves its window counting the key's requests until every
   // gateway has the new record (`keyRateWindow`): the minute's count must stay on one item.
   const counting = (micros === null || arm) && key.creditLimitMicros !== undefined ? countWindowsAfter(key, nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : undefined;
@@ -318,7 +324,7 @@ export async function setKeyCreditLimit(
     await armWindow(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: window, generation: trackFrom });
   }
   // Removed (or armed anew over another window): the earlier arming's marks must not refuse requests that count nothing now.
-  if ((micros === null || arm) && key.creditTrackFrom !== undefined) {
+  if (reopen && key.creditTrackFrom !== undefined) {
     await reopenCounters(ctx, { kind: 'key', workspaceId: input.workspaceId, keyId: key.keyId, keyHash: key.keyHash, cadence: key.creditWindow ?? 'monthly', generation: key.creditTrackFrom });
   }
   return { keyId: key.keyId, creditLimitMicros: micros, window: micros === null ? null : window };

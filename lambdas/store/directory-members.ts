@@ -3,7 +3,7 @@
  * the keys minted for them.
  */
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { needsArming, trackFromFor } from '../core/limit-arming';
+import { armingMarksLive, needsArming, trackFromFor } from '../core/limit-arming';
 import type { MemberRecord } from '../shared/records';
 import type { AdminContext, TransactItem } from './directory-context';
 import { META, conditional, failedAt, memberSk, newId, nowOf, table, transact } from './directory-context';
@@ -12,6 +12,7 @@ import { checkEmail, minorToMicros } from './directory-validate';
 import { checkWorkspaceId, getWorkspace, listMemberRecords } from './directory-common';
 import { queryKeyRecords } from './directory-keys';
 import { DEFAULT_CACHE_TTL_MS, armWindow, reopenCounters } from './limit-arming';
+import { requireHomeRegionItems, runsElsewhere } from './config-home';
 
 /** Adds a (non-owner) member. An e-mail already in the workspace is refused. */
 export async function addMember(ctx: AdminContext, input: { workspaceId: string; email?: string }): Promise<{ memberId: string }> {
@@ -68,6 +69,11 @@ export async function setMemberMonthlyLimit(
   // An arming that did not finish (a call that stopped part way) is finished by setting the limit again.
   const resume = micros !== null && !arm && member.monthlyTrackFrom !== undefined && member.monthlyArmedFrom !== member.monthlyTrackFrom;
   const trackFrom = arm ? trackFromFor(nowOf(ctx), ctx.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS) : member.monthlyTrackFrom;
+  // Removed: the earlier arming's marks come off (outside the home region only while they can
+  // still refuse: after that, taking them off changes nothing).
+  const reopen = micros === null && member.monthlyTrackFrom !== undefined && (!runsElsewhere(ctx) || armingMarksLive(member.monthlyTrackFrom, nowOf(ctx)));
+  // Arming writes the home region's member month (and taking marks off, its counters): refused before anything is written while the configuration home is elsewhere.
+  if (arm || resume || reopen) requireHomeRegionItems(ctx, arm || resume ? "a member's monthly limit set where none was tracked (it is armed)" : "removing a member's monthly limit armed moments ago");
   await conditional(
     () =>
       ctx.doc.send(
@@ -88,7 +94,7 @@ export async function setMemberMonthlyLimit(
   );
   if ((arm || resume) && trackFrom !== undefined) await armWindow(ctx, { kind: 'member', workspaceId: input.workspaceId, memberId: input.memberId, generation: trackFrom });
   // Removed: the earlier arming's marks must not refuse requests that count nothing now.
-  if (micros === null && member.monthlyTrackFrom !== undefined) {
+  if (reopen && member.monthlyTrackFrom !== undefined) {
     await reopenCounters(ctx, { kind: 'member', workspaceId: input.workspaceId, memberId: input.memberId, generation: member.monthlyTrackFrom });
   }
   return { memberId: input.memberId, monthlyLimitMicros: micros };

@@ -13,6 +13,7 @@ import { ValidationError, WorkspaceNotFoundError } from './directory-errors';
 import { MAX_SLICES } from './keys';
 import { readRegionalBalance, type RegionalBalance } from './regions-balance';
 import { readSliceCount, readSliceStats } from './slice-stats';
+import { requireHomeRegionItems } from './config-home';
 
 /** A workspace's slices, for `sluice workspace slices`. */
 export interface SlicesView {
@@ -84,6 +85,8 @@ export async function showSlices(ctx: AdminContext, input: { workspaceId: string
 export async function setSlices(ctx: AdminContext, input: { workspaceId: string; count: number }): Promise<SlicesView & { readonly previous: number }> {
   const { workspaceId, count } = input;
   if (!Number.isSafeInteger(count) || count < 1 || count > MAX_SLICES) throw new ValidationError(`a workspace has 1 to ${MAX_SLICES} ledger slices, got ${String(count)}`);
+  // The count and the consolidation are the home region's slice items'.
+  requireHomeRegionItems(ctx, "setting a workspace's slice count");
   await requireWorkspace(ctx, workspaceId);
   const before = await readSliceCount(ctx.doc, table(ctx, 'ledger'), workspaceId);
   if (before === undefined) throw new WorkspaceNotFoundError(workspaceId);

@@ -7,7 +7,8 @@
  * - ledger table: a partition key `WS#<ws>[#S<i>]`, `KEY#<ws>#<key>[#S<j>]`, `MEMBER#<ws>#<m>` or
  *   `XFER#<ws>` becomes `WS#<ws><t>[#S<i>]`, `KEY#<ws>#<key><t>[#S<j>]`, `MEMBER#<ws>#<m><t>`,
  *   `XFER#<ws><t>` (`<t>` = `@<region>`, nothing in the home region); a top-up's credit marker
- *   (`CREDIT#…`) keeps its key (the configuration home writes it). Any other key written
+ *   (`CREDIT#…`), and the management API's statement lines (`STATEMENT#…`) and reference markers
+ *   (`CREDITREF#…`), keep their keys (the configuration home writes them). Any other key written
  *   through the lens is refused ({@link RegionKeyError}): a new item family must say whose it is
  *   before a region writes it.
  * - usage table: a request's row put at admission (or made by a failed admission's release) gets `region` (so the aggregator and the
@@ -54,8 +55,10 @@ export function regionalPk(pk: string, sk: string, tag: string): string {
   const parts = pk.split('#');
   const head = parts[0];
   if (head === 'WS' && parts.length >= 2 && parts.length <= 3 && (parts.length === 2 || /^S\d+$/.test(parts[2] ?? ''))) {
-    // A top-up's reference marker is the configuration home's, under the workspace's own key.
-    if (sk.startsWith('CREDIT#')) return pk;
+    // A top-up's reference marker, and the management API's statement lines and reference
+    // markers, are the configuration home's, under the workspace's own key: each is written once
+    // (its key is unique, or conditioned on being new), by whichever region is the home then.
+    if (sk.startsWith('CREDIT#') || sk.startsWith('STATEMENT#') || sk.startsWith('CREDITREF#')) return pk;
     parts[1] = `${parts[1]}${tag}`;
     return parts.join('#');
   }

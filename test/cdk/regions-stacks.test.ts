@@ -216,6 +216,14 @@ describe('a stage in us-east-1 and us-west-2', () => {
       expect(JSON.stringify(onTables.map((s) => s.Resource))).toMatch(home ? /TablesWorkspacesTable[0-9A-F]+/ : /sluice-prod-workspaces/);
     });
 
+    it('lets its management API read and write the workspaces table in its own region (the configuration home item; a move is written there)', () => {
+      const [, admin] = onlyFunction(t(), 'management API');
+      const onWorkspaces = statementsOf(t(), admin).filter((s) => (home ? /TablesWorkspacesTable[0-9A-F]+/ : /sluice-prod-workspaces"/).test(JSON.stringify(s.Resource)));
+      const actions = onWorkspaces.flatMap(actionsOf);
+      expect(actions).toEqual(expect.arrayContaining(['dynamodb:GetItem', 'dynamodb:PutItem']));
+      if (!home) expect(JSON.stringify(onWorkspaces.map((s) => s.Resource))).toContain(':dynamodb:us-west-2:');
+    });
+
     it('has its own alarms, each notifying its own topic, the transfer agent and warden among them', () => {
       const topics = resources(t(), 'AWS::SNS::Topic');
       expect(Object.values(topics).map((tp) => tp.Properties['TopicName'])).toEqual(['Sluice-prod-alarms']);

@@ -302,6 +302,16 @@ describe('sluice CLI', () => {
     expect(piped.stdout.split('\n')[0]).toBe('model,status,input rate,output rate,currency,max output');
   });
 
+  it('says a stage of one region has no configuration home to move, and moves nothing', async () => {
+    expect(await ok(['stage', 'config-home', 'us-west-2'])).toEqual({ moved: false, reason: expect.stringContaining('nothing to move') });
+    const human = await sluice(['stage', 'config-home', 'us-west-2']);
+    expect([human.code, human.stdout]).toEqual([0, 'this stage runs in one region: its configuration home is where it runs, and there is nothing to move\n']);
+    expect(await ok(['stage', 'config-home'])).toEqual({ regions: null, region: null, stageHome: null, configurationHome: null, acceptsChanges: true, move: null });
+    // Nothing recorded, nothing audited.
+    const audit = await ok<{ entries: { action: string }[] }>(['audit', 'list', '-w', 'catalog']);
+    expect(audit.entries.map((e) => e.action)).not.toContain('stage.config-home');
+  });
+
   it('says to run npm start first when the local stage has no state file', async () => {
     const run = await sluice(['workspace', 'show', '-w', 'ws_x'], { env: { ...env, SLUICE_LOCAL_STATE: join(dir, 'absent.json') } });
     expect(run.code).toBe(1);

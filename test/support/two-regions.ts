@@ -18,7 +18,7 @@ import { wireClient } from '../../lambdas/adapters/dynamo-client';
 import type { DocumentSender, DynamoWire } from '../../lambdas/adapters/dynamo-wire';
 import type { AdmitOutcome, AdmitRequest, Settlement } from '../../lambdas/gateway/ports';
 import type { HoldRecord } from '../../lambdas/shared/records';
-import { tableName } from '../../lambdas/shared/schema';
+import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
 import { creditRegion, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { asRegion, type RegionSetup } from '../../lambdas/store/regions';
 import { transferPk, type RegionTransfers } from '../../lambdas/store/regions-transfers';
@@ -54,6 +54,12 @@ export interface TwoRegionsOptions<X> {
   readonly lagMs: number;
   /** Each DynamoDB Local keeps its data in a temporary directory (removed at the end) rather than in memory. @default false */
   readonly onDisk?: boolean;
+  /**
+   * Every table replicated (and streamed), as a deployed stage's are, rather than the ledger's,
+   * usage and rollups alone: for a suite that changes configuration (keys, workspaces, audit) in
+   * one region and reads it in the other. @default false
+   */
+  readonly everyTable?: boolean;
   /** What the suite keeps with each region (its write log, say). */
   readonly extra: (name: string) => X;
   /** Wraps a region's sender (its ledgers' and its agent's), to watch what it writes. @default unwrapped */
@@ -121,15 +127,15 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
 
   const [east, west] = await Promise.all([startRegion(HOME), startRegion(WEST)]);
   for (const r of [east, west]) {
-    await ensureTables(r.client, prefix);
-    // Global tables stream every replica (MREC replicates through the streams).
-    for (const table of ['ledger', 'rollups'] as const) {
+    await ensureTables(r.client, prefix, { streamEveryTable: options.everyTable === true });
+    // Global tables stream every replica (MREC replicates through the streams); `everyTable` streams them all already.
+    for (const table of options.everyTable === true ? [] : (['ledger', 'rollups'] as const)) {
       await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
     }
   }
   const replicator = await startReplicator({
     regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
-    tables: [t('ledger'), t('usage'), t('rollups')],
+    tables: options.everyTable === true ? ALL_TABLES.map((schema) => t(schema.name)) : [t('ledger'), t('usage'), t('rollups')],
     lagMs: options.lagMs,
     log: () => undefined,
   });
