@@ -15,17 +15,18 @@
 import '@aws-sdk/signature-v4a';
 import { CloudFrontKeyValueStoreClient, DescribeKeyValueStoreCommand, GetKeyCommand, PutKeyCommand } from '@aws-sdk/client-cloudfront-keyvaluestore';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ENV } from '../shared/config';
 import { emfLine, EMF_NAMESPACE } from '../shared/emf';
 import { REGION_ENV } from '../shared/region-env';
 import { tableName } from '../shared/schema';
-import { DynamoConfigHome, type ConfigHomeView } from '../store/config-home';
+import { DynamoConfigHome } from '../store/config-home';
 import { regionSetupFromEnv, type RegionSetup } from '../store/regions';
 import { WARDEN_ENV } from './env';
 import { REGIONS_KEY } from './handler-constants';
-import { afterProbe, heartbeatAge, heartbeatPlan, mergeStates, ownEntryToWrite, ownState, parseStates, parseWardenConfig, probeOk, type HeartbeatRead, type RegionHealth, type RegionState, type WardenConfig } from './health';
+import { afterProbe, mergeStates, ownEntryToWrite, ownState, parseStates, parseWardenConfig, probeOk, type RegionHealth, type RegionState, type WardenConfig } from './health';
+import { heartbeatRound } from './heartbeat';
 
 const PROBE_EVERY_MS = 5_000;
 const PROBE_TIMEOUT_MS = 3_000;
@@ -55,42 +56,6 @@ async function probe(url: string, key: string): Promise<number | undefined> {
     return res.status;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * One round's heartbeat: the configuration home read in this region's replica (strongly
- * consistent there), then the home's warden writes its own heartbeat item (age 0) and every other
- * warden reads the home's item and derives how long its replica has not heard from the home
- * (`heartbeatAge`). `home` is undefined and the age too when a read failed: no evidence of lag (a
- * store failing here shows in the probes as 5xx), and no heartbeat written this round.
- */
-async function heartbeat(own: string, setup: RegionSetup, store: DynamoConfigHome, table: string): Promise<{ home: string | undefined; ageMs: number | undefined }> {
-  let view: ConfigHomeView;
-  try {
-    view = await store.read();
-  } catch (err) {
-    console.log(JSON.stringify({ event: 'config_home_unread', warden: own, error: err instanceof Error ? err.name : 'unknown' }));
-    return { home: undefined, ageMs: undefined };
-  }
-  const stageHome = setup.regions[0] ?? own;
-  const plan = heartbeatPlan(own, stageHome, view.home);
-  const now = Date.now();
-  try {
-    if (plan.write) {
-      await doc.send(new PutCommand({ TableName: table, Item: { ...plan.key, at: now, region: own } }));
-      return { home: view.home, ageMs: 0 };
-    }
-    const got = await doc.send(new GetCommand({ TableName: table, Key: plan.key, ConsistentRead: true }));
-    const at = got.Item?.['at'];
-    const writer = got.Item?.['region'];
-    // An item written before heartbeats named their writer is the stage's home region's (the only one that wrote them).
-    const read: HeartbeatRead | undefined = typeof at === 'number' ? { at, writer: typeof writer === 'string' ? writer : stageHome } : undefined;
-    const movedAt = view.record !== undefined && view.record.region === view.home ? view.record.at : undefined;
-    return { home: view.home, ageMs: heartbeatAge(now, { home: view.home, movedAt }, read) };
-  } catch (err) {
-    console.log(JSON.stringify({ event: 'heartbeat_failed', warden: own, error: err instanceof Error ? err.name : 'unknown' }));
-    return { home: view.home, ageMs: undefined };
   }
 }
 
@@ -142,7 +107,7 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
     const started = Date.now();
     const [results, beat] = await Promise.all([
       Promise.all(Object.entries(config.gateways).map(async ([region, url]) => [region, await probe(url, key)] as const)),
-      heartbeat(own, setup, configHomes, heartbeatTable),
+      heartbeatRound({ doc, own, setup, configHomes, table: heartbeatTable, now: Date.now }),
     ]);
     const heartbeatAgeMs = beat.ageMs;
     if (beat.home !== undefined && beat.home !== configHome) {

@@ -3,6 +3,7 @@
  * `down` after three failed probes in a row (no answer within the timeout, or a 5xx) and `up`
  * again after three good ones. Plain data, no I/O: the handler probes and writes.
  */
+import type { ConfigHomeRecord } from '../core/config-home';
 import { heartbeatKey } from './handler-constants';
 
 /** A region's state in the front door's store. `stale` (replication from the home lagging) is written by the heartbeat check, not by probes. */
@@ -84,6 +85,23 @@ export interface ConfigHomeSeen {
    * management API, in `home`: only a move's target records it); undefined when no record names it.
    */
   readonly movedAt: number | undefined;
+}
+
+/**
+ * A heartbeat item as stored (`at`, `region`), or undefined when there is none or it has no time.
+ * An item without `region` was written before heartbeats named their writer, when only the
+ * stage's home region (`stageHome`) wrote them.
+ */
+export function parseHeartbeat(item: Readonly<Record<string, unknown>> | undefined, stageHome: string): HeartbeatRead | undefined {
+  const at = item?.['at'];
+  if (typeof at !== 'number' || !Number.isFinite(at)) return undefined;
+  const writer = item?.['region'];
+  return { at, writer: typeof writer === 'string' && writer !== '' ? writer : stageHome };
+}
+
+/** What the configuration home `home`, read with its `record`, says of when this replica last heard from it. */
+export function configHomeSeen(home: string, record: ConfigHomeRecord | undefined): ConfigHomeSeen {
+  return { home, movedAt: record !== undefined && record.region === home ? record.at : undefined };
 }
 
 /**
