@@ -158,7 +158,7 @@ export class SluiceStack extends Stack {
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         }),
       );
-      const warden = new Warden(this, 'Warden', { stage, workspacesTable: this.tables.table('workspaces'), home });
+      const warden = new Warden(this, 'Warden', { stage, workspacesTable: this.tables.table('workspaces') });
       regional.push(this.alarms.watchFunction('Warden', warden.fn));
     }
     // Before the alarms are wired to the topic, so the console's alarm reaches it too. The console

@@ -6,6 +6,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
 import { WARDEN_ENV } from '../lambdas/warden/env';
+import { HEARTBEAT_KEY } from '../lambdas/warden/handler-constants';
 import { SluiceFunction } from './sluice-function';
 import type { StageSettings } from './stage';
 
@@ -23,10 +24,8 @@ export function probeKeySecretName(stage: string): string {
 export interface WardenProps {
   /** The stage's settings (name, memory, log retention). */
   readonly stage: StageSettings;
-  /** The workspaces table in this region (the configuration home's heartbeat item is on it). */
+  /** The workspaces table in this region (the configuration home's record and the heartbeat items are on it). */
   readonly workspacesTable: dynamodb.ITable;
-  /** Whether this is the configuration home's region: its warden writes the heartbeat; the others read it. */
-  readonly home: boolean;
   /**
    * Handler file, relative to the repository root.
    * @default 'lambdas/warden/handler.ts'
@@ -46,14 +45,16 @@ export interface WardenProps {
  * depend on the regions' stacks without a cycle. Until both exist it fails each run, which its
  * error alarm reports.
  *
- * The configuration home's warden also writes a heartbeat item on the workspaces table every
- * round; the others read its age in their replica and mark their own region `stale` past 30 s
- * (`lambdas/warden/health.ts`, `ownState`).
+ * Every round each warden reads the configuration home (the `STAGE` / `CONFIG_HOME` item) in its
+ * own replica of the workspaces table; the configuration home's warden writes its heartbeat item
+ * there, the others read the home's and mark their own region `stale` past 30 s
+ * (`lambdas/warden/health.ts`, `heartbeatPlan`, `heartbeatAge`, `ownState`).
  *
  * Grants: `GetSecretValue` on those two secrets in its own region; `DescribeKeyValueStore`,
  * `GetKey` and `PutKey` on the account's KeyValueStores (the store's id is made by the front
- * door's stack, after this one); `PutItem` (the home) or `GetItem` (the others) on the workspaces
- * table in its region.
+ * door's stack, after this one); `GetItem` and `PutItem` on the workspaces table in its region, on
+ * the `STAGE` partition only: any region may become the configuration home (a move needs no
+ * redeploy), so every warden may write its heartbeat.
  */
 export class Warden extends Construct {
   /** The warden function. */
@@ -89,9 +90,16 @@ export class Warden extends Construct {
       targets: [new targets.LambdaFunction(this.fn, { retryAttempts: 0 })],
     });
 
-    // The configuration home's heartbeat: one item, written by the home's warden only, read by the others in their replica.
-    if (props.home) props.workspacesTable.grant(this.fn, 'dynamodb:PutItem');
-    else props.workspacesTable.grant(this.fn, 'dynamodb:GetItem');
+    // The configuration home's record and the heartbeats, on the STAGE partition of its own replica:
+    // whichever region is the configuration home writes its heartbeat item, the others read the home's.
+    // The condition keeps the warden off every workspace's and key's items on the same table.
+    this.fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+        resources: [props.workspacesTable.tableArn],
+        conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [HEARTBEAT_KEY.pk] } },
+      }),
+    );
 
     const stack = Stack.of(this);
     // Secrets Manager appends six random characters to a secret's name in its ARN.

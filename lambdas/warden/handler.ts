@@ -3,8 +3,10 @@
  * region's gateway (`GET /v1/models` with the probe key) every 5 s until the minute is nearly
  * over, and writes each region's state to the front door's KeyValueStore when it changes, with
  * the ETag it read. The CloudFront Function reads the store on every request. Its own region's
- * state also says `stale` while replication from the configuration home lags (`ownState`): the
- * home's warden writes a heartbeat item every round, the others read its age in their replica.
+ * state also says `stale` while replication from the configuration home lags (`ownState`): each
+ * round every warden reads the configuration home in its own replica (`DynamoConfigHome`, the
+ * management API's store), and the home's warden writes its heartbeat item while the others read
+ * the home's item and its age there (`heartbeatPlan`, `heartbeatAge`).
  *
  * The probe key and the configuration are replicated secrets read in this region, so a warden
  * keeps working when the home region (or us-east-1, where the front door's stack lives) does not.
@@ -12,15 +14,19 @@
  */
 import '@aws-sdk/signature-v4a';
 import { CloudFrontKeyValueStoreClient, DescribeKeyValueStoreCommand, GetKeyCommand, PutKeyCommand } from '@aws-sdk/client-cloudfront-keyvaluestore';
-import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ENV } from '../shared/config';
 import { emfLine, EMF_NAMESPACE } from '../shared/emf';
 import { REGION_ENV } from '../shared/region-env';
 import { tableName } from '../shared/schema';
+import { DynamoConfigHome } from '../store/config-home';
+import { regionSetupFromEnv, type RegionSetup } from '../store/regions';
 import { WARDEN_ENV } from './env';
-import { HEARTBEAT_KEY, REGIONS_KEY } from './handler-constants';
+import { REGIONS_KEY } from './handler-constants';
 import { afterProbe, mergeStates, ownEntryToWrite, ownState, parseStates, parseWardenConfig, probeOk, type RegionHealth, type RegionState, type WardenConfig } from './health';
+import { heartbeatRound } from './heartbeat';
 
 const PROBE_EVERY_MS = 5_000;
 const PROBE_TIMEOUT_MS = 3_000;
@@ -31,9 +37,11 @@ const RESERVE_MS = 8_000;
 const health = new Map<string, RegionHealth>();
 const secrets = new SecretsManagerClient({});
 const kvs = new CloudFrontKeyValueStoreClient({});
-const dynamo = new DynamoDBClient({});
+const doc = DynamoDBDocumentClient.from(new DynamoDBClient({}));
 /** What the store holds for this warden's own region, as it last read or wrote it. */
 let published: RegionState | undefined;
+/** The configuration home as this warden last read it (its probes' view of it is `homeUp`; a change is logged). */
+let configHome: string | undefined;
 
 async function secret(name: string): Promise<string> {
   const out = await secrets.send(new GetSecretValueCommand({ SecretId: name }));
@@ -47,27 +55,6 @@ async function probe(url: string, key: string): Promise<number | undefined> {
     await res.arrayBuffer();
     return res.status;
   } catch {
-    return undefined;
-  }
-}
-
-/**
- * The configuration home's heartbeat: the home's warden writes it (and its age is 0); every other
- * warden reads it in its own region's replica and returns its age. Undefined when there is none yet
- * or the read failed (no evidence of lag: a store failing here shows in the probes as 5xx).
- */
-async function heartbeat(table: string, isHome: boolean): Promise<number | undefined> {
-  const now = Date.now();
-  try {
-    if (isHome) {
-      await dynamo.send(new PutItemCommand({ TableName: table, Item: { pk: { S: HEARTBEAT_KEY.pk }, sk: { S: HEARTBEAT_KEY.sk }, at: { N: String(now) } } }));
-      return 0;
-    }
-    const got = await dynamo.send(new GetItemCommand({ TableName: table, Key: { pk: { S: HEARTBEAT_KEY.pk }, sk: { S: HEARTBEAT_KEY.sk } }, ConsistentRead: true }));
-    const at = Number(got.Item?.at?.N);
-    return Number.isFinite(at) ? Math.max(0, now - at) : undefined;
-  } catch (err) {
-    console.log(JSON.stringify({ event: 'heartbeat_failed', error: err instanceof Error ? err.name : 'unknown' }));
     return undefined;
   }
 }
@@ -103,8 +90,13 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
   const own = process.env[REGION_ENV.region] ?? 'unknown';
   const config = parseWardenConfig(await secret(process.env[WARDEN_ENV.configSecret] ?? ''));
   const key = await secret(process.env[WARDEN_ENV.probeKeySecret] ?? '');
-  const home = process.env[REGION_ENV.homeRegion] ?? own;
-  const heartbeatTable = tableName(process.env[ENV.tablePrefix] ?? '', 'workspaces');
+  const stageHome = process.env[REGION_ENV.homeRegion] || own;
+  const tablePrefix = process.env[ENV.tablePrefix] ?? '';
+  // Every function of a multi-region stage has its regions (the CDK sets them); without them, one region, its own home.
+  const setup: RegionSetup = regionSetupFromEnv(process.env) ?? { regions: [stageHome], region: own, weights: [1], transferWaitMs: 0 };
+  // Read every round (the cache is a round long): a move is followed within a round of reaching this replica.
+  const configHomes = new DynamoConfigHome({ doc, tablePrefix, stage }, setup, 0);
+  const heartbeatTable = tableName(tablePrefix, 'workspaces');
   const initial = await readStore(config);
   for (const region of Object.keys(config.gateways)) {
     if (!health.has(region)) health.set(region, { state: initial.states[region] === 'down' ? 'down' : 'up', streak: 0 });
@@ -113,10 +105,16 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
   published = initial.states[own];
   while (context.getRemainingTimeInMillis() > RESERVE_MS + PROBE_EVERY_MS) {
     const started = Date.now();
-    const [results, heartbeatAgeMs] = await Promise.all([
+    const [results, beat] = await Promise.all([
       Promise.all(Object.entries(config.gateways).map(async ([region, url]) => [region, await probe(url, key)] as const)),
-      heartbeat(heartbeatTable, own === home),
+      heartbeatRound({ doc, own, setup, configHomes, table: heartbeatTable, now: Date.now }),
     ]);
+    const heartbeatAgeMs = beat.ageMs;
+    if (beat.home !== undefined && beat.home !== configHome) {
+      if (configHome !== undefined) console.log(JSON.stringify({ event: 'config_home_seen', warden: own, home: beat.home, previous: configHome }));
+      configHome = beat.home;
+    }
+    const home = configHome ?? stageHome;
     const changed: Record<string, RegionState> = {};
     let ownFlipped = false;
     for (const [region, status] of results) {
@@ -127,14 +125,14 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
       if (region === own) ownFlipped = true;
       else changed[region] = after.state;
     }
-    // Its own region: by its probes, and stale while replication from the configuration home lags.
+    // Its own region: by its probes, and stale while replication from the configuration home (as its replica names it) lags.
     const mine = ownState({ probed: health.get(own)?.state ?? 'up', isHome: own === home, homeUp: health.get(home)?.state !== 'down', heartbeatAgeMs });
     const write = ownEntryToWrite(mine, published, ownFlipped);
     if (write !== undefined) changed[own] = write;
     if (Object.keys(changed).length > 0) {
       await writeStore(config, changed, own);
       if (changed[own] !== undefined) published = changed[own];
-      console.log(JSON.stringify({ event: 'region_state_changed', warden: own, changed, ...(heartbeatAgeMs === undefined ? {} : { heartbeatAgeMs }) }));
+      console.log(JSON.stringify({ event: 'region_state_changed', warden: own, changed, configHome: home, ...(heartbeatAgeMs === undefined ? {} : { heartbeatAgeMs }) }));
     }
     // One metric line per round: each region's health as this warden sees it (1 up, 0 down).
     for (const [region] of results) {
@@ -148,7 +146,7 @@ export async function handler(_event: unknown, context: { getRemainingTimeInMill
       );
     }
     if (heartbeatAgeMs !== undefined && own !== home) {
-      console.log(emfLine(Date.now(), [{ Namespace: EMF_NAMESPACE, Dimensions: [['Stage', 'Region']], Metrics: [{ Name: 'HomeHeartbeatAge', Unit: 'Milliseconds' }] }], { Stage: stage, Region: own, HomeHeartbeatAge: heartbeatAgeMs }));
+      console.log(emfLine(Date.now(), [{ Namespace: EMF_NAMESPACE, Dimensions: [['Stage', 'Region']], Metrics: [{ Name: 'HomeHeartbeatAge', Unit: 'Milliseconds' }] }], { Stage: stage, Region: own, ConfigHome: home, HomeHeartbeatAge: heartbeatAgeMs }));
     }
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, PROBE_EVERY_MS - (Date.now() - started))));
   }

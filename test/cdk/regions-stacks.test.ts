@@ -33,6 +33,7 @@ interface Resource {
 interface Statement {
   readonly Action: string | string[];
   readonly Resource: unknown;
+  readonly Condition?: unknown;
 }
 
 let stacks: StageStacks;
@@ -209,11 +210,18 @@ describe('a stage in us-east-1 and us-west-2', () => {
       expect(secrets).toContain(`:secretsmanager:${region}:`);
       expect(secrets).toContain(`${frontDoorConfigSecretName('prod')}-??????`);
       expect(secrets).toContain(`${probeKeySecretName('prod')}-??????`);
-      // The configuration home's heartbeat on the workspaces table: the home's warden writes it, the others only read it.
+      // The configuration home's record and the heartbeats on the workspaces table: any region may become the
+      // configuration home (a move needs no redeploy), so every warden may read and write them, and nothing else:
+      // one statement, those two actions, its own region's table, the STAGE partition only.
       const onTables = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
-      expect(onTables.flatMap(actionsOf)).toEqual([home ? 'dynamodb:PutItem' : 'dynamodb:GetItem']);
-      // The home's own global table by reference; another region's replica by its name.
-      expect(JSON.stringify(onTables.map((s) => s.Resource))).toMatch(home ? /TablesWorkspacesTable[0-9A-F]+/ : /sluice-prod-workspaces/);
+      expect(onTables).toHaveLength(1);
+      expect(onTables.flatMap(actionsOf).sort()).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem']);
+      expect(onTables[0]?.Condition).toEqual({ 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': ['STAGE'] } });
+      // The home's own global table by reference; another region's replica by its name, in its own region.
+      const onTablesResources = JSON.stringify(onTables.map((s) => s.Resource));
+      expect(onTablesResources).toMatch(home ? /TablesWorkspacesTable[0-9A-F]+/ : /sluice-prod-workspaces/);
+      if (!home) expect(onTablesResources).toContain(':dynamodb:us-west-2:');
+      expect(onTablesResources).not.toMatch(/ledger|usage|index/);
     });
 
     it('lets its management API read and write the workspaces table in its own region (the configuration home item; a move is written there)', () => {
