@@ -69,8 +69,8 @@ describe("key slice 0's lending on its window item's minute slots", () => {
   const g = givenSlotName(MINUTE);
 
   it('reads a share of the minute as the counter would (used includes what it lent)', () => {
-    expect(minuteShareView({ [q]: floor + 12, [g]: floor + 5 }, MINUTE)).toMatchObject({ slice: 0, used: 12, given: 5 });
-    expect(minuteShareView({ [q]: floor - COUNT_SLOTS * COUNT_SPAN + 12, [g]: floor - COUNT_SLOTS * COUNT_SPAN + 5 }, MINUTE)).toMatchObject({ used: 0, given: 0 });
+    expect(minuteShareView({ [q]: floor + 12, [g]: floor + 5 }, MINUTE, 20)).toMatchObject({ slice: 0, used: 12, given: 5 });
+    expect(minuteShareView({ [q]: floor - COUNT_SLOTS * COUNT_SPAN + 12, [g]: floor - COUNT_SLOTS * COUNT_SPAN + 5 }, MINUTE, 20)).toMatchObject({ used: 0, given: 0 });
   });
 
   it('lends within the rate by adding to both slots of this minute', () => {
