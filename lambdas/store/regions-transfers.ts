@@ -18,6 +18,10 @@
  *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its window
  *   (key slice 0's key window, or the member's month) counts the difference as used less (a
  *   limit's headroom), or its slice 0's workspace month share moves it from used to room.
+ * - A key's minute of requests moves on key slice 0's request counter (`requests` up by a give,
+ *   down by a receive), or, when a tracked key limit's window counts the minute, on that window
+ *   item: a give counts on the minute's slot `q<m>`, a receive raises the minute's bound `b<m>`
+ *   (`minuteGive`, `minuteReceive` in `items.ts`; the slot cannot go below its minute's floor).
  *
  * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>`, `<member month
  * sk>~L<limit>` or `MONTH#<yyyy-mm>~L<limit>`, with `region` (the writer, for the agent's stream
@@ -31,7 +35,7 @@ import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import { countWindowTtl, minuteGive, minuteReceive, minuteUsed, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
+import { countWindowTtl, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteUsed, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -537,7 +541,12 @@ export class RegionTransfers {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
         // Counted as requests of the minute on key slice 0's window slot, conditioned on the room
         // (the share, or the bound received) still being there.
-        const built = give > 0 ? minuteGive(await this.readRateHome(workspaceId, q), rateMinuteOf(q), regionShare(this.setup, q.ratePerMinute), give, countWindowTtl(q.rateWindow, Date.now())) : undefined;
+        const home = give > 0 ? await this.readRateHome(workspaceId, q) : undefined;
+        const share = regionShare(this.setup, q.ratePerMinute);
+        const minute = rateMinuteOf(q);
+        // No more than the slot has room for as just read (the spare was read a moment before).
+        give = Math.min(give, Math.max(0, minuteCapacity(home, minute, share) - Math.max(0, minuteRequests(home, minute))));
+        const built = give > 0 ? minuteGive(home, minute, share, give, countWindowTtl(q.rateWindow, Date.now())) : undefined;
         if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...built } });
         else give = 0;
       } else if (q.kind === 'rate') {
