@@ -49,7 +49,19 @@ export interface PeerCounters {
 export type Quantity =
   | { readonly kind: 'credit' }
   | { readonly kind: 'spend'; readonly capMicros: number }
-  | { readonly kind: 'rate'; readonly keyId: string; readonly windowSk: string; readonly ratePerMinute: number }
+  | {
+      readonly kind: 'rate';
+      readonly keyId: string;
+      readonly windowSk: string;
+      readonly ratePerMinute: number;
+      /**
+       * The key window item the minute counts on, when it counts on one (`keyRateWindow`: a key
+       * whose credit limit is tracked): the moves go on its count and bound slots, not on the
+       * counter. Not part of the quantity's id (every region derives the same place for a minute
+       * from the key's record); stamped on the transfer item so a giver's agent knows it.
+       */
+      readonly rateWindow?: string;
+    }
   | { readonly kind: 'month'; readonly month: string; readonly limitMicros: number }
   | { readonly kind: 'key'; readonly keyId: string; readonly windowSk: string; readonly limitMicros: number }
   | { readonly kind: 'member'; readonly memberId: string; readonly windowSk: string; readonly limitMicros: number };
@@ -72,9 +84,10 @@ const MONTH_ID = /^\d{4}-(0[1-9]|1[0-2])$/;
 
 /**
  * The quantity a transfer item's sort key names, with the key or member its item is stamped with
- * (`keyId`, `memberId`); undefined for one this version does not know.
+ * (`keyId`, `memberId`; for a key's minute, `rateWindow`, the key window it counts on, if any);
+ * undefined for one this version does not know.
  */
-export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quantity | undefined {
+export function quantityOf(sk: string, keyId: unknown, memberId?: unknown, rateWindow?: unknown): Quantity | undefined {
   if (sk === 'CREDIT') return { kind: 'credit' };
   const at = sk.lastIndexOf('~L');
   if (at < 0) return undefined;
@@ -82,7 +95,11 @@ export function quantityOf(sk: string, keyId: unknown, memberId?: unknown): Quan
   if (!Number.isSafeInteger(limitMicros) || limitMicros < 0) return undefined;
   const windowSk = sk.slice(0, at);
   if (windowSk === 'SPEND') return { kind: 'spend', capMicros: limitMicros };
-  if (sk.startsWith('RATE#') && typeof keyId === 'string') return { kind: 'rate', keyId, windowSk, ratePerMinute: limitMicros };
+  if (sk.startsWith('RATE#') && typeof keyId === 'string') {
+    // The minute's place is the key's window only when that window is the key's own (a stamp naming another key's is ignored).
+    const onWindow = typeof rateWindow === 'string' && rateWindow.startsWith(`KEYWIN#${keyId}#`);
+    return { kind: 'rate', keyId, windowSk, ratePerMinute: limitMicros, ...(onWindow ? { rateWindow } : {}) };
+  }
   if (sk.startsWith('KEYWIN#') && typeof keyId === 'string') return { kind: 'key', keyId, windowSk, limitMicros };
   if (sk.startsWith('MEMBERMONTH#') && typeof memberId === 'string') return { kind: 'member', memberId, windowSk, limitMicros };
   if (sk.startsWith('MONTH#') && MONTH_ID.test(windowSk.slice('MONTH#'.length))) return { kind: 'month', month: windowSk.slice('MONTH#'.length), limitMicros };

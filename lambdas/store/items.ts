@@ -322,6 +322,7 @@ const othersOf = (prefix: string): string[] =>
   );
 const OTHER_COUNTS = othersOf('q');
 const OTHER_GIVEN = othersOf('g');
+const OTHER_BOUNDS = othersOf('b');
 
 /** The attribute of the count slot of epoch minute `minute`. */
 export function countSlotName(minute: number): string {
@@ -331,6 +332,18 @@ export function countSlotName(minute: number): string {
 /** The attribute of the lent-out slot of epoch minute `minute` (key slice 0's `given`). */
 export function givenSlotName(minute: number): string {
   return `g${minute % COUNT_SLOTS}`;
+}
+
+/**
+ * The attribute of the bound slot of epoch minute `minute`: room other regions moved here in that
+ * minute (docs/regions.md, "The request rate moved between regions"), as `minute × 10⁷ + share +
+ * received`, the highest count (exclusive) the minute's slot may reach. A count cannot go down
+ * under a receive (a value below `minute × 10⁷` reads as an earlier minute), so the received room
+ * raises the bound instead; a bound left from an earlier minute is below the minute's floor and
+ * admits nothing.
+ */
+export function boundSlotName(minute: number): string {
+  return `b${minute % COUNT_SLOTS}`;
 }
 
 /** What an admission counts on the window item: one request of `minute` under `rate`. */
@@ -359,6 +372,31 @@ export function minuteGiven(item: Item | undefined, minute: number): number {
   return minuteValue(item, givenSlotName(minute), minute);
 }
 
+/** The bound slot's value of `minute` (`floor + share + received`), when it holds this minute's; else undefined (nothing received this minute). */
+export function minuteBound(item: Item | undefined, minute: number): number | undefined {
+  const value = item?.[boundSlotName(minute)];
+  return typeof value === 'number' && Math.floor(value / COUNT_SPAN) === minute ? value : undefined;
+}
+
+/**
+ * What `minute`'s slots on a window item allow of requests under a share of `share` (the region's
+ * share of the rate): the share, or the bound the room received from other regions sets, the
+ * larger (a bound written under a rate since raised binds no lower than the new share).
+ */
+export function minuteCapacity(item: Item | undefined, minute: number, share: number): number {
+  const bound = minuteBound(item, minute);
+  return bound === undefined ? share : Math.max(share, bound - minute * COUNT_SPAN);
+}
+
+/**
+ * The minute's count on a window item as the share sees it: its requests (what it counted, lent
+ * and gave) less the room received, so `used < share` is the condition the slots enforce, as on a
+ * counter a receive takes off `requests` (possibly below zero).
+ */
+export function minuteUsed(item: Item | undefined, minute: number, share: number): number {
+  return minuteRequests(item, minute) - (minuteCapacity(item, minute, share) - share);
+}
+
 /** An earlier minute's value in the slot of `minute` on a refused write's item, if that is why it was refused. */
 export function staleCount(item: Item | undefined, minute: number): number | undefined {
   const value = item?.[countSlotName(minute)];
@@ -385,8 +423,11 @@ export function addMinuteCount(u: UpdateBuilder, count: MinuteCount): void {
     u.when(`attribute_not_exists(${slot}) OR ${slot} < ${u.v(floor)}`);
     u.set(`${slot} = ${u.v(floor + 1)}`);
   } else {
-    // Free, or already this minute's with room under the rate: one condition, as a spend-rate slot's.
-    u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + rate - 1)}`);
+    // Free, or already this minute's with room under the rate, or under the bound room received
+    // from other regions raised (a bound of an earlier minute is below the floor: never met).
+    // (Named literally, as the REMOVE list's slots are: its name is no reserved word.)
+    const bound = boundSlotName(count.minute);
+    u.when(`attribute_not_exists(${slot}) OR ${slot} BETWEEN ${u.v(floor)} AND ${u.v(floor + rate - 1)} OR (${slot} >= ${u.v(floor)} AND ${slot} < ${bound})`);
     u.set(`${slot} = if_not_exists(${slot}, ${u.v(floor)}) + ${u.v(1)}`);
   }
   for (const mark of count.closed ?? []) u.when(`attribute_not_exists(${u.a(mark)}) OR ${u.a(mark)} < ${u.v(count.minute)}`);
@@ -416,9 +457,13 @@ export function windowCount(count: MinuteCount, ttl: number | undefined): BuiltU
   return u.build();
 }
 
-/** Key slice 0's request share of `minute` on its window item, as a view (the counter's `requests` and `given`). */
-export function minuteShareView(item: Item | undefined, minute: number): KeyShareView {
-  const used = minuteRequests(item, minute);
+/**
+ * Key slice 0's request share of `minute` on its window item, as a view (the counter's `requests`
+ * and `given`) under the region's share `share` of the rate: what other regions moved here that
+ * minute (its bound) counted as used less, as a receive on a counter takes it off `requests`.
+ */
+export function minuteShareView(item: Item | undefined, minute: number, share: number): KeyShareView {
+  const used = minuteUsed(item, minute, share);
   const given = minuteGiven(item, minute);
   return { slice: 0, exists: item !== undefined, used, settled: 0, held: 0, given, room: 0, tag: -1 };
 }
@@ -426,7 +471,7 @@ export function minuteShareView(item: Item | undefined, minute: number): KeyShar
 /**
  * Key slice 0's part of a key rebalance of requests, on its window item's slots for `minute`:
  * `used` and `given` move together (lent, positive; returned, negative), lending only within the
- * rate; a slot holding an earlier minute's value (as `item` shows it) is overwritten on exactly
+ * rate (or the bound room received from other regions that minute set); a slot holding an earlier minute's value (as `item` shows it) is overwritten on exactly
  * that value. A retag sets both, conditioned on exactly what was read.
  */
 export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined, minute: number, limit: number): BuiltUpdate | undefined {
@@ -446,6 +491,8 @@ export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined,
   };
   const used = minuteRequests(item, minute);
   const given = minuteGiven(item, minute);
+  // Room received from other regions this minute raises what the slot may reach.
+  const cap = Math.min(minuteCapacity(item, minute, rate), COUNT_SPAN - 1);
   // What slice 0 lent in other minutes is over: the given slots stay as few as the counts.
   u.removeNamed(OTHER_GIVEN[minute % COUNT_SLOTS] as string);
   if (edit.givenSet !== undefined) {
@@ -458,14 +505,78 @@ export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined,
     if (current(name)) {
       u.add(name, edit.delta);
       if (name === g && edit.delta < 0) u.when(`${u.a(g)} >= ${u.v(floor - edit.delta)}`);
-      if (name === q && edit.delta > 0) u.when(`${u.a(q)} <= ${u.v(floor + rate - edit.delta)}`);
+      if (name === q && edit.delta > 0) u.when(`${u.a(q)} <= ${u.v(floor + cap - edit.delta)}`);
       else u.when(`${u.a(name)} >= ${u.v(floor)}`);
     } else {
       // Nothing of this minute yet: it starts at the move (a return needs something lent, so only a loan gets here).
-      if (edit.delta < 0 || edit.delta > rate) return undefined;
+      if (edit.delta < 0 || edit.delta > cap) return undefined;
       u.when(exactly(name));
       u.set(`${u.a(name)} = ${u.v(floor + edit.delta)}`);
     }
+  }
+  return u.build();
+}
+
+/**
+ * A give of `x` of a key's requests of `minute` to another region, on key slice 0's window item
+ * the minute counts on (docs/regions.md, "The request rate moved between regions"): counted on
+ * the minute's slot as requests (so `used ≤ capacity − x`, the region's share or the bound room
+ * it received that minute set, `item` as read); a slot free or holding an earlier minute is
+ * written `floor + x`, conditioned on exactly what was read. Undefined when `x` cannot fit.
+ */
+export function minuteGive(item: Item | undefined, minute: number, share: number, x: number, ttl: number | undefined): BuiltUpdate | undefined {
+  const u = new UpdateBuilder();
+  const floor = minute * COUNT_SPAN;
+  const name = countSlotName(minute);
+  const q = u.a(name);
+  const seen = item?.[name];
+  const cap = Math.min(minuteCapacity(item, minute, share), COUNT_SPAN - 1);
+  if (x <= 0 || x > cap - Math.max(0, minuteRequests(item, minute))) return undefined;
+  if (typeof seen === 'number' && Math.floor(seen / COUNT_SPAN) === minute) {
+    u.add(name, x);
+    u.when(`${q} BETWEEN ${u.v(floor)} AND ${u.v(floor + cap - x)}`);
+    // A capacity above the share is the bound's, which only grows within its minute.
+    if (cap > share) u.when(`${u.a(boundSlotName(minute))} >= ${u.v(floor + cap)}`);
+  } else {
+    u.when(typeof seen === 'number' ? `${q} = ${u.v(seen)}` : `attribute_not_exists(${q})`);
+    u.set(`${q} = ${u.v(floor + x)}`);
+    if (cap > share) u.when(`${u.a(boundSlotName(minute))} >= ${u.v(floor + cap)}`);
+  }
+  if (ttl !== undefined) {
+    const t = u.a('ttl');
+    u.set(`${t} = if_not_exists(${t}, ${u.v(ttl)})`);
+  }
+  return u.build();
+}
+
+/**
+ * A receive of `x` of a key's requests of `minute` from another region, on key slice 0's window
+ * item the minute counts on: the minute's bound slot raised by `x` (a bound of this minute,
+ * conditioned on still being this minute's), or written `floor + share + x` where it is free or
+ * holds an earlier minute's (conditioned on exactly what was read); every other minute's bound
+ * but its neighbours' removed. Undefined when the slot holds a later minute's bound (the minute
+ * is long over: only the counters move).
+ */
+export function minuteReceive(item: Item | undefined, minute: number, share: number, x: number, ttl: number | undefined): BuiltUpdate | undefined {
+  const u = new UpdateBuilder();
+  const floor = minute * COUNT_SPAN;
+  const name = boundSlotName(minute);
+  const b = u.a(name);
+  const seen = item?.[name];
+  if (typeof seen === 'number' && seen >= floor + COUNT_SPAN) return undefined;
+  if (typeof seen === 'number' && seen >= floor) {
+    u.add(name, x);
+    u.when(`${b} BETWEEN ${u.v(floor)} AND ${u.v(floor + COUNT_SPAN - 1)}`);
+  } else {
+    u.when(typeof seen === 'number' ? `${b} = ${u.v(seen)}` : `attribute_not_exists(${b})`);
+    u.set(`${b} = ${u.v(floor + Math.min(share, COUNT_SPAN - 1) + x)}`);
+  }
+  // Only a receive writes a bound, so it keeps them few: every other minute's but its neighbours'
+  // goes (an earlier minute's bound admits nothing anyway), and the item holds at most three.
+  u.removeNamed(OTHER_BOUNDS[minute % COUNT_SLOTS] as string);
+  if (ttl !== undefined) {
+    const t = u.a('ttl');
+    u.set(`${t} = if_not_exists(${t}, ${u.v(ttl)})`);
   }
   return u.build();
 }

@@ -36,7 +36,7 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
-import { closesMinute, countWindowTtl, minuteGiven, minuteRequests, minuteShareRebalance, minuteShareView, staleCount, windowCount, type MinuteCount } from './items';
+import { closesMinute, countWindowTtl, minuteGiven, minuteShareRebalance, minuteShareView, minuteUsed, staleCount, windowCount, type MinuteCount } from './items';
 import { requestCount, sliceDebit, sliceRebalance, sliceSettle, sliceView, windowDebit, windowSettle, windowView, type Item } from './items';
 import type { BuiltUpdate } from './expr';
 import { SliceStatsRecorder } from './slice-stats';
@@ -444,7 +444,8 @@ export class DynamoLedger implements Ledger {
           // (On key slice 0 only when it has lent nothing: what it lent may still be unspent elsewhere.)
           const counted = layout.counter ?? layout.count;
           const counter = counted === undefined ? undefined : reasonItem(err, counted);
-          const requests = layout.counter !== undefined ? num(counter?.requests) : minuteRequests(counter, countMinute);
+          // (On the window, what other regions moved here this minute counted as used less, as on a counter.)
+          const requests = layout.counter !== undefined ? num(counter?.requests) : minuteUsed(counter, countMinute, limits.keyRatePerMinute);
           const given = layout.counter !== undefined ? num(counter?.given) : minuteGiven(counter, countMinute);
           const refused = counted !== undefined && failed(err, counted) && counter !== undefined;
           if (refused && requests >= limits.keyRatePerMinute && given === 0) {
@@ -638,7 +639,7 @@ export class DynamoLedger implements Ledger {
       if (request !== undefined) {
         for (let k = 0; k < keySlices; k += 1) {
           const counted = got[counterAt[k] as number];
-          keyCounters.push(k === 0 && home !== undefined ? minuteShareView(counted, minuteOf(start)) : keyShareView(k, counted, COUNTER_NAMES));
+          keyCounters.push(k === 0 && home !== undefined ? minuteShareView(counted, minuteOf(start), request.limits.keyRatePerMinute) : keyShareView(k, counted, COUNTER_NAMES));
           if (keyWindow !== undefined) keyWindows.push(keyShareView(k, got[windowAt[k] as number], KEY_WINDOW_NAMES));
         }
         // An arming's base is written on key slice 0's window and on the member's month: from then on, enforced.
@@ -1148,7 +1149,7 @@ export class DynamoLedger implements Ledger {
     for (let attempt = 0; attempt < 8; attempt += 1) {
       const keys = Array.from({ length: KEY_SLICE_READ }, (_, k) => (k === 0 ? home : { pk: keySlicePk(workspaceId, keyId, k), sk }));
       const got = await this.readConsistently(keys, keys.length);
-      const shares = got.map((item, k) => (k === 0 && rateWindow !== undefined ? minuteShareView(item, minute) : keyShareView(k, item, COUNTER_NAMES)));
+      const shares = got.map((item, k) => (k === 0 && rateWindow !== undefined ? minuteShareView(item, minute, ratePerMinute) : keyShareView(k, item, COUNTER_NAMES)));
       if (keyTotals(shares).used >= ratePerMinute) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
       const lent = shares.find((x) => x.slice !== 0 && x.tag === ratePerMinute && x.room >= 1);
       try {

@@ -141,14 +141,14 @@ export class RegionalLedger implements Ledger {
 
   /**
    * The request-rate quantity a request counts in (its key, its minute, the rate), with a few
-   * minutes' expiry; undefined when its minute counts on a key window's item (`keyRateWindow`:
-   * a key whose credit limit is tracked), whose count slots take no transfer yet.
+   * minutes' expiry; when its minute counts on a key window's item (`keyRateWindow`: a key whose
+   * credit limit is tracked), that window is where the moves go (its count and bound slots).
    */
-  private rateQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } | undefined {
+  private rateQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } {
     const { limits } = request;
-    if (limits.keyRateWindow !== undefined) return undefined;
     const start = rowStart(request.holdId, request.now);
-    return { q: { kind: 'rate', keyId: request.keyId, windowSk: windowKeys.rate(request.keyId, start), ratePerMinute: limits.keyRatePerMinute }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
+    const place = limits.keyRateWindow === undefined ? {} : { rateWindow: limits.keyRateWindow };
+    return { q: { kind: 'rate', keyId: request.keyId, windowSk: windowKeys.rate(request.keyId, start), ratePerMinute: limits.keyRatePerMinute, ...place }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
   }
 
   private batchId(workspaceId: string, q: Quantity): string {
@@ -226,8 +226,7 @@ export class RegionalLedger implements Ledger {
     if (refusal.kind === 'rate_limit_exceeded') {
       // One request of the key's minute (an answer brings more when this region is below its
       // part of what both have spare, so the key's next requests here do not ask again).
-      const rate = this.rateQuantity(request);
-      return rate === undefined ? undefined : { ...rate, micros: 1 };
+      return { ...this.rateQuantity(request), micros: 1 };
     }
     if (refusal.kind === 'insufficient_credit') return { q: { kind: 'credit' }, micros: Math.max(1, request.amountMicros - refusal.availableMicros), ttl: undefined };
     if (refusal.kind === 'key_limit_exceeded') {

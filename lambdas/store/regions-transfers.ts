@@ -18,6 +18,10 @@
  *   wins, nothing is applied twice), and its slice 0 gains the difference (credit), or its window
  *   (key slice 0's key window, or the member's month) counts the difference as used less (a
  *   limit's headroom), or its slice 0's workspace month share moves it from used to room.
+ * - A key's minute of requests moves on key slice 0's request counter (`requests` up by a give,
+ *   down by a receive), or, when a tracked key limit's window counts the minute, on that window
+ *   item: a give counts on the minute's slot `q<m>`, a receive raises the minute's bound `b<m>`
+ *   (`minuteGive`, `minuteReceive` in `items.ts`; the slot cannot go below its minute's floor).
  *
  * The transfer item: `XFER#<ws><t>` / `CREDIT`, `<key window sk>~L<limit>`, `<member month
  * sk>~L<limit>` or `MONTH#<yyyy-mm>~L<limit>`, with `region` (the writer, for the agent's stream
@@ -31,7 +35,7 @@ import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import { SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
+import { countWindowTtl, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteUsed, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -81,6 +85,11 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
 
 type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
 type RateQuantity = Extract<Quantity, { kind: 'rate' }>;
+
+/** The epoch minute of a rate quantity (its counter's sort key, `RATE#<key>#<minute>`, ends with it). */
+function rateMinuteOf(q: RateQuantity): number {
+  return Number(q.windowSk.slice(q.windowSk.lastIndexOf('#') + 1));
+}
 
 /**
  * Key slice 0's request counter of the minute moved by `requests` (a give: up, conditioned on the
@@ -231,6 +240,8 @@ export class RegionTransfers {
   private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
     u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
     if (q.kind === 'key' || q.kind === 'rate') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    // Where the minute counts, when on the key's window: the giver's agent moves it there.
+    if (q.kind === 'rate' && q.rateWindow !== undefined) u.set(`${u.a('rateWindow')} = ${u.v(q.rateWindow)}`);
     if (q.kind === 'member') u.set(`${u.a('memberId')} = ${u.v(q.memberId)}`);
     if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   }
@@ -267,6 +278,12 @@ export class RegionTransfers {
         const s = new UpdateBuilder();
         s.add('availableMicros', delta).add('creditedMicros', delta);
         items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
+      } else if (q.kind === 'rate' && q.rateWindow !== undefined) {
+        // The minute counts on key slice 0's window item: its count cannot go down (a value
+        // below the minute's floor reads as an earlier minute), so the minute's bound goes up,
+        // and the admission's count condition admits that many more of the key's requests.
+        const built = minuteReceive(await this.readRateHome(workspaceId, q), rateMinuteOf(q), regionShare(this.setup, q.ratePerMinute), delta, countWindowTtl(q.rateWindow, Date.now()));
+        if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...built } });
       } else if (q.kind === 'rate') {
         // Key slice 0's count of the minute goes down (below zero if need be): its condition
         // `requests < share` then admits that many more of the key's requests this minute.
@@ -315,9 +332,17 @@ export class RegionTransfers {
     return { pk: q.kind === 'key' ? keyPk(workspaceId, q.keyId) : memberPk(workspaceId, q.memberId), sk: q.windowSk };
   }
 
-  /** Key slice 0's request counter of a rate quantity's minute (today's key; the lens adds the region's tag). */
+  /**
+   * Where key slice 0 counts a rate quantity's minute: its request counter, or the key window item
+   * the minute counts on (today's key; the lens adds the region's tag).
+   */
   private counterKey(workspaceId: string, q: RateQuantity): { pk: string; sk: string } {
-    return { pk: keyPk(workspaceId, q.keyId), sk: q.windowSk };
+    return { pk: keyPk(workspaceId, q.keyId), sk: q.rateWindow ?? q.windowSk };
+  }
+
+  /** This region's item key slice 0 counts a rate quantity's minute on, as it is now (strongly consistent: only this region writes it). */
+  private async readRateHome(workspaceId: string, q: RateQuantity): Promise<Item | undefined> {
+    return (await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ConsistentRead: true }))).Item;
   }
 
   /** What `region`'s key slice 0 counts of the minute (its requests, what it lent its other key slices, what it gave, less what it received), as this replica holds it. */
@@ -325,6 +350,8 @@ export class RegionTransfers {
     const own = this.counterKey(workspaceId, q);
     const key = { pk: regionalPk(own.pk, own.sk, regionTag(this.setup, region)), sk: own.sk };
     const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
+    // On a key window's slots: the minute's count less the room its bound received.
+    if (q.rateWindow !== undefined) return minuteUsed(got.Item, rateMinuteOf(q), regionShare(this.setup, q.ratePerMinute, region));
     return typeof got.Item?.requests === 'number' ? got.Item.requests : 0;
   }
 
@@ -510,6 +537,18 @@ export class RegionTransfers {
           s.add('availableMicros', -give).add('creditedMicros', -give).when(`${s.a('availableMicros')} >= ${s.v(give)}`);
           items.push({ Update: { TableName: this.tables.ledger, Key: sliceKey(workspaceId, 0), ...s.build() } });
         }
+      } else if (q.kind === 'rate' && q.rateWindow !== undefined) {
+        give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        // Counted as requests of the minute on key slice 0's window slot, conditioned on the room
+        // (the share, or the bound received) still being there.
+        const home = give > 0 ? await this.readRateHome(workspaceId, q) : undefined;
+        const share = regionShare(this.setup, q.ratePerMinute);
+        const minute = rateMinuteOf(q);
+        // No more than the slot has room for as just read (the spare was read a moment before).
+        give = Math.min(give, Math.max(0, minuteCapacity(home, minute, share) - Math.max(0, minuteRequests(home, minute))));
+        const built = give > 0 ? minuteGive(home, minute, share, give, countWindowTtl(q.rateWindow, Date.now())) : undefined;
+        if (built !== undefined) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...built } });
+        else give = 0;
       } else if (q.kind === 'rate') {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
         // Counted as requests of the minute on key slice 0's counter, conditioned on the room still being there.

@@ -25,7 +25,7 @@ export function noticeOf(record: DynamoDBRecord, region: string): TransferNotice
   const peer = image?.region?.S;
   const workspaceId = image?.ws?.S;
   if (pk === undefined || !pk.startsWith('XFER#') || sk === undefined || peer === undefined || peer === region || workspaceId === undefined) return undefined;
-  const quantity = quantityOf(sk, image?.keyId?.S, image?.memberId?.S);
+  const quantity = quantityOf(sk, image?.keyId?.S, image?.memberId?.S, image?.rateWindow?.S);
   return quantity === undefined ? undefined : { workspaceId, quantity, peer };
 }
 

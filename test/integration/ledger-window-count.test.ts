@@ -137,4 +137,23 @@ describe('the request count on the key window item', () => {
     const bytes = itemSize(marshall(item) as Parameters<typeof itemSize>[0]);
     expect(bytes).toBeLessThan(1024);
   });
+
+  it("stays under 1 KB with every slot at its largest and the three minute bounds a region that received room keeps (docs/regions.md)", async () => {
+    const sk = 'KEYWIN#k#size-bounds';
+    const big = Number.MAX_SAFE_INTEGER - 1;
+    const slots = ['q57', 'q58', 'q59', 'g57', 'g58', 'g59', 'b57', 'b58', 'b59'];
+    await tables.doc.send(
+      new UpdateCommand({
+        TableName: tableName(tables.prefix, 'ledger'),
+        Key: { pk: 'KEY#ws#k', sk },
+        UpdateExpression: `SET settledMicros = :b, heldMicros = :b, usedMicros = :b, givenMicros = :b, armed = :b, #t = :b, closedForKey = :b, closedForMember = :b, ${slots.map((n) => `${n} = :b`).join(', ')}`,
+        ExpressionAttributeNames: { '#t': 'ttl' },
+        ExpressionAttributeValues: { ':b': big },
+      }),
+    );
+    const item = await read(sk);
+    expect(Object.keys(item)).toEqual(expect.arrayContaining(slots));
+    const bytes = itemSize(marshall(item) as Parameters<typeof itemSize>[0]);
+    expect(bytes).toBeLessThan(1024);
+  });
 });

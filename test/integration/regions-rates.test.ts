@@ -22,13 +22,17 @@
  *   whole rate in the minute, exactly, every refusal `rate_limit_exceeded`, both regions' counts
  *   never past the rate while it runs; a transfer of the minute's requests is applied once under
  *   replays and racing receivers, and each region alone then admits its share plus or minus it.
+ * - The same with a key credit limit tracked, so the minute counts on the key window's item
+ *   (`keyRateWindow`): a give counts on the giver's minute slot, a receive raises the receiver's
+ *   minute bound (`b<m>`); the race admits the whole rate with no request counter written, and a
+ *   transfer is applied once (the bound raised once) under replays and racing receivers.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
 import { partitionSlots } from '../../lambdas/core/spend-rate';
 import { monthNumber } from '../../lambdas/core/windows';
 import type { AdmissionLimits } from '../../lambdas/gateway/ports';
-import { SLICE_NAMES, sliceView } from '../../lambdas/store/items';
+import { boundSlotName, COUNT_SPAN, minuteRequests, minuteUsed, SLICE_NAMES, sliceView } from '../../lambdas/store/items';
 import { keyPk, slicePk } from '../../lambdas/store/keys';
 import { windowKeys } from '../../lambdas/core/windows';
 import { asRegion, regionTag, type RegionSetup } from '../../lambdas/store/regions';
@@ -319,6 +323,97 @@ describe("a key's request rate split between two regions, its minute's requests 
       expect(west37.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
       const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: rateLimits() }) })));
       expect(east23.admitted.get(HOME)?.length).toBe(23);
+      await settleAll(ledgerOf(west), west37.admitted.get(WEST) ?? [], settlement(COST));
+      await settleAll(ledgerOf(east), east23.admitted.get(HOME) ?? [], settlement(COST));
+      await fx.expectInvariant(ws, 2_000 * COST);
+    } finally {
+      for (const r of [east, west]) await fx.startAgent(r);
+    }
+  });
+});
+
+/** A key credit limit that binds nothing here but is tracked, so the key's minutes count on its window's item. */
+const KEY_WINDOW = windowKeys.key('key_a', 'monthly', NOW);
+const windowRateLimits = (rate = RATE): AdmissionLimits => ({ ...OPEN, keyRatePerMinute: rate, keyLimitMicros: 100_000 * COST, keyRateWindow: KEY_WINDOW });
+const windowRateQuantity = (): Quantity => ({ kind: 'rate', keyId: 'key_a', windowSk: windowKeys.rate('key_a', NOW), ratePerMinute: RATE, rateWindow: KEY_WINDOW });
+const MINUTE = Math.floor(NOW / 60_000);
+
+/** A region's key slice 0 item at `sk`, in its own replica. */
+async function keyItem(r: Region, ws: string, sk: string): Promise<Record<string, unknown> | undefined> {
+  const key = { pk: `${keyPk(ws, 'key_a')}${regionTag(SETUP, r.name)}`, sk };
+  return (await r.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: key, ConsistentRead: true }))).Item;
+}
+
+/** What a region's key slice 0 counts of the minute on its window item (its requests, plus what it gave, less the room it received). */
+async function windowCountIn(r: Region, ws: string): Promise<number> {
+  return minuteUsed(await keyItem(r, ws, KEY_WINDOW), MINUTE, RATE / 2);
+}
+
+describe("a key's request rate split between two regions, its minute counted on the key window and moved", () => {
+  test('a 100-way race with all the traffic in one region admits the whole rate in the minute, exactly; the counts never past it while it runs; no counter written; a late request is refused without asking', async () => {
+    const ws = await creditedWorkspace();
+    let running = true;
+    let maxCount = 0;
+    // The east's count only grows (what it gives), read first: a lower bound of the sum at the second read.
+    const watch = (async () => {
+      while (running) {
+        maxCount = Math.max(maxCount, (await windowCountIn(east, ws)) + (await windowCountIn(west, ws)));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    const { admitted, refused } = await race(Array.from({ length: 100 }, () => ({ region: admitting(west), request: request(ws, COST, { limits: windowRateLimits() }) })));
+    running = false;
+    await watch;
+    expect(admitted.get(WEST)?.length).toBe(RATE);
+    expect(refused).toEqual(Array.from({ length: 100 - RATE }, () => 'rate_limit_exceeded'));
+    expect(maxCount).toBeLessThanOrEqual(RATE);
+    // The east gave its whole share of the minute on its window's slot; the west's bound holds it.
+    expect(minuteRequests(await keyItem(east, ws, KEY_WINDOW), MINUTE)).toBe(RATE / 2);
+    const westWindow = await keyItem(west, ws, KEY_WINDOW);
+    expect(minuteRequests(westWindow, MINUTE)).toBe(RATE);
+    expect(westWindow?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE);
+    expect(await windowCountIn(west, ws)).toBe(RATE / 2);
+    // The minute counted on the window only: neither region wrote the key's counter.
+    expect(await keyItem(east, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
+    expect(await keyItem(west, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
+    const asked = peerCounters(await transferItem(west, ws, windowRateQuantity()), HOME).asked;
+    expect((await transferItem(west, ws, windowRateQuantity()))?.rateWindow).toBe(KEY_WINDOW);
+    const late = await ledgerOf(west).admit(request(ws, COST, { limits: windowRateLimits() }));
+    expect(late).toMatchObject({ admitted: false, refusal: { kind: 'rate_limit_exceeded' } });
+    expect(peerCounters(await transferItem(west, ws, windowRateQuantity()), HOME).asked).toBe(asked);
+    await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
+    await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("a transfer of a key's minute counted on its window is applied exactly once under replayed stream records and racing receivers", async () => {
+    const ws = await creditedWorkspace();
+    const q = windowRateQuantity();
+    await east.agent?.stop();
+    await west.agent?.stop();
+    try {
+      const eastX = transfersOf(east);
+      const westX = transfersOf(west);
+      await westX.ask(ws, q, HOME, 7);
+      await fx.caughtUp(ws);
+      expect(await eastX.answer(ws, q, WEST)).toBe(7);
+      expect(await eastX.answer(ws, q, WEST)).toBe(0);
+      expect(minuteRequests(await keyItem(east, ws, KEY_WINDOW), MINUTE)).toBe(7);
+      await fx.caughtUp(ws);
+      const { image, credited } = await replayedAndRaced(fx, westX, ws, q);
+      expect(image.keyId).toBe('key_a');
+      expect(image.rateWindow).toBe(KEY_WINDOW);
+      expect(credited).toBeLessThanOrEqual(7);
+      // Raised once: the share and the seven received.
+      expect((await keyItem(west, ws, KEY_WINDOW))?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE / 2 + 7);
+      expect(await windowCountIn(west, ws)).toBe(-7);
+      expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7, asked: 7 });
+      // On their own, the west admits 37 of the key's requests this minute and refuses the rest; the east, 23.
+      const west37 = await race(Array.from({ length: 40 }, () => ({ region: alone(west), request: request(ws, COST, { limits: windowRateLimits() }) })));
+      expect(west37.admitted.get(WEST)?.length).toBe(37);
+      expect(west37.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
+      const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: windowRateLimits() }) })));
+      expect(east23.admitted.get(HOME)?.length).toBe(23);
+      expect(east23.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded']);
       await settleAll(ledgerOf(west), west37.admitted.get(WEST) ?? [], settlement(COST));
       await settleAll(ledgerOf(east), east23.admitted.get(HOME) ?? [], settlement(COST));
       await fx.expectInvariant(ws, 2_000 * COST);

@@ -262,7 +262,11 @@ export async function settleAll(ledger: { settle(hold: HoldRecord, settlement: S
 export async function replayedAndRaced<X>(fx: TwoRegions<X>, westX: RegionTransfers, ws: string, q: Quantity): Promise<{ image: Record<string, unknown>; credited: number }> {
   const image = (await fx.west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: transferPk(ws), sk: quantityId(q) }, ConsistentRead: true }))).Item ?? {};
   const S = (v: unknown): { S: string } => ({ S: String(v) });
-  const stamp = { ...(image.memberId === undefined ? {} : { memberId: S(image.memberId) }), ...(image.keyId === undefined ? {} : { keyId: S(image.keyId) }) };
+  const stamp = {
+    ...(image.memberId === undefined ? {} : { memberId: S(image.memberId) }),
+    ...(image.keyId === undefined ? {} : { keyId: S(image.keyId) }),
+    ...(image.rateWindow === undefined ? {} : { rateWindow: S(image.rateWindow) }),
+  };
   const record = { eventName: 'MODIFY' as const, dynamodb: { NewImage: { pk: S(image.pk), sk: S(image.sk), region: S(image.region), ws: S(image.ws), ...stamp }, SequenceNumber: '1' } };
   const event = { Records: [record, record, record] } as unknown as DynamoDBStreamEvent;
   const got = await Promise.all([

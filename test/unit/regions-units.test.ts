@@ -135,6 +135,15 @@ describe('transfers', () => {
     expect(quantityId({ ...q, ratePerMinute: 61 })).not.toBe(quantityId(q));
   });
 
+  test("a key's minute counted on its key window is the same quantity, with the window stamped on its item (another key's window is no place of this key's)", () => {
+    const q = { kind: 'rate', keyId: 'key_a', windowSk: 'RATE#key_a#29000000', ratePerMinute: 60, rateWindow: 'KEYWIN#key_a#2026-11' } as const;
+    expect(quantityId(q)).toBe('RATE#key_a#29000000~L60');
+    expect(quantityOf(quantityId(q), 'key_a', undefined, 'KEYWIN#key_a#2026-11')).toEqual(q);
+    const { rateWindow: _, ...onCounter } = q;
+    expect(quantityOf(quantityId(q), 'key_a', undefined, undefined)).toEqual(onCounter);
+    expect(quantityOf(quantityId(q), 'key_a', undefined, 'KEYWIN#key_b#2026-11')).toEqual(onCounter);
+  });
+
   test('the tag rule: headroom rewritten under a cap is the share plus what moved under that cap, less what is live', () => {
     // What moved: everything credited from the others less everything given them, over every peer.
     const item = { 'recv_us-west-2': 700, 'sent_us-west-2': 200, 'recv_eu-west-1': 50, 'sent_eu-west-1': 0 };

@@ -3,7 +3,7 @@
  * `addMinuteCount`): how a slot's value is read back and when a refused write's value is an
  * earlier minute's (overwritten) rather than a later one's (never).
  */
-import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, closesMinute, countSlotName, givenSlotName, minuteRequests, minuteShareRebalance, minuteShareView, staleCount } from '../../lambdas/store/items';
+import { COUNT_SLOTS, COUNT_SPAN, addMinuteCount, boundSlotName, closesMinute, countSlotName, givenSlotName, minuteBound, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteShareRebalance, minuteShareView, minuteUsed, staleCount } from '../../lambdas/store/items';
 import { UpdateBuilder } from '../../lambdas/store/expr';
 
 const MINUTE = 29_890_000;
@@ -69,8 +69,8 @@ describe("key slice 0's lending on its window item's minute slots", () => {
   const g = givenSlotName(MINUTE);
 
   it('reads a share of the minute as the counter would (used includes what it lent)', () => {
-    expect(minuteShareView({ [q]: floor + 12, [g]: floor + 5 }, MINUTE)).toMatchObject({ slice: 0, used: 12, given: 5 });
-    expect(minuteShareView({ [q]: floor - COUNT_SLOTS * COUNT_SPAN + 12, [g]: floor - COUNT_SLOTS * COUNT_SPAN + 5 }, MINUTE)).toMatchObject({ used: 0, given: 0 });
+    expect(minuteShareView({ [q]: floor + 12, [g]: floor + 5 }, MINUTE, 20)).toMatchObject({ slice: 0, used: 12, given: 5 });
+    expect(minuteShareView({ [q]: floor - COUNT_SLOTS * COUNT_SPAN + 12, [g]: floor - COUNT_SLOTS * COUNT_SPAN + 5 }, MINUTE, 20)).toMatchObject({ used: 0, given: 0 });
   });
 
   it('lends within the rate by adding to both slots of this minute', () => {
@@ -100,5 +100,83 @@ describe("key slice 0's lending on its window item's minute slots", () => {
     const u = new UpdateBuilder();
     addMinuteCount(u, { minute: MINUTE, rate: 37, closed: ['closedForMember'] });
     expect(u.build().ConditionExpression).toContain('closedForMember');
+  });
+});
+
+describe("a key's minute on its window item moved between regions (the bound slot)", () => {
+  const floor = MINUTE * COUNT_SPAN;
+  const q = countSlotName(MINUTE);
+  const b = boundSlotName(MINUTE);
+  const earlier = (MINUTE - COUNT_SLOTS) * COUNT_SPAN;
+  const values = (built: { ExpressionAttributeValues?: Record<string, unknown> } | undefined): unknown[] => Object.values(built?.ExpressionAttributeValues ?? {});
+
+  it("reads the room received as the share's bound, and only this minute's", () => {
+    expect(b).toBe(`b${MINUTE % COUNT_SLOTS}`);
+    expect(minuteBound({ [b]: floor + 37 }, MINUTE)).toBe(floor + 37);
+    expect(minuteCapacity({ [b]: floor + 37 }, MINUTE, 30)).toBe(37);
+    expect(minuteUsed({ [q]: floor + 35, [b]: floor + 37 }, MINUTE, 30)).toBe(28);
+    // An earlier minute's bound is below the floor: nothing received this minute.
+    expect(minuteBound({ [b]: earlier + 37 }, MINUTE)).toBeUndefined();
+    expect(minuteCapacity({ [b]: earlier + 37 }, MINUTE, 30)).toBe(30);
+    expect(minuteUsed({ [q]: floor + 12, [b]: earlier + 37 }, MINUTE, 30)).toBe(12);
+    // A bound written under a lower share binds no lower than the share now.
+    expect(minuteCapacity({ [b]: floor + 25 }, MINUTE, 30)).toBe(30);
+    // The snapshot's key slice 0 figure counts it as used less, as a counter's receive does.
+    expect(minuteShareView({ [q]: floor + 35, [b]: floor + 37 }, MINUTE, 30)).toMatchObject({ used: 28, given: 0 });
+  });
+
+  it("admits under the bound as an alternative to the share, naming it literally (the expression's names and the item's removals unchanged)", () => {
+    const u = new UpdateBuilder();
+    addMinuteCount(u, { minute: MINUTE, rate: 30 });
+    const built = u.build();
+    expect(built.ConditionExpression).toContain(`< ${b})`);
+    expect(Object.values(built.ExpressionAttributeNames ?? {})).toEqual([q]);
+    expect((built.UpdateExpression.split('REMOVE ')[1] ?? '').split(', ').every((name) => name.startsWith('q'))).toBe(true);
+  });
+
+  it('lends key slice 0 past its share up to the bound received, and no further', () => {
+    const withBound = minuteShareRebalance({ slice: 0, delta: 4 }, { [q]: floor + 30, [b]: floor + 37 }, MINUTE, 30);
+    expect(values(withBound)).toEqual(expect.arrayContaining([4, floor + 33]));
+    const without = minuteShareRebalance({ slice: 0, delta: 4 }, { [q]: floor + 20 }, MINUTE, 30);
+    expect(values(without)).toEqual(expect.arrayContaining([4, floor + 26]));
+    // A new minute's first loan may start at the bound's capacity, not past it.
+    expect(minuteShareRebalance({ slice: 0, delta: 35 }, { [b]: floor + 37 }, MINUTE, 30)).toBeDefined();
+    expect(minuteShareRebalance({ slice: 0, delta: 38 }, { [b]: floor + 37 }, MINUTE, 30)).toBeUndefined();
+  });
+
+  it("gives on the giver's minute slot, conditioned on the room, a free or earlier minute's slot written whole", () => {
+    const give = minuteGive({ [q]: floor + 10 }, MINUTE, 30, 7, 99);
+    expect(give?.UpdateExpression).toMatch(/ADD/);
+    expect(give?.ConditionExpression).toContain('BETWEEN');
+    expect(values(give)).toEqual(expect.arrayContaining([7, floor, floor + 23, 99]));
+    // More than the room (share less what is counted) is no give.
+    expect(minuteGive({ [q]: floor + 25 }, MINUTE, 30, 6, undefined)).toBeUndefined();
+    expect(minuteGive({ [q]: floor + 25 }, MINUTE, 30, 5, undefined)).toBeDefined();
+    // Room received counts, and the give is then conditioned on the bound still being there.
+    const past = minuteGive({ [q]: floor + 30, [b]: floor + 37 }, MINUTE, 30, 7, undefined);
+    expect(values(past)).toEqual(expect.arrayContaining([floor + 30, floor + 37]));
+    expect(past?.ConditionExpression).toContain('>=');
+    const fresh = minuteGive({ [q]: earlier + 12 }, MINUTE, 30, 7, undefined);
+    expect(fresh?.UpdateExpression).toMatch(/^SET /);
+    expect(values(fresh)).toEqual(expect.arrayContaining([earlier + 12, floor + 7]));
+    expect(minuteGive(undefined, MINUTE, 30, 7, undefined)?.ConditionExpression).toContain('attribute_not_exists');
+    expect(minuteGive(undefined, MINUTE, 30, 31, undefined)).toBeUndefined();
+  });
+
+  it('receives by raising the bound (started at the share when free or an earlier minute\'s), and keeps at most three bounds', () => {
+    const first = minuteReceive(undefined, MINUTE, 30, 7, 99);
+    expect(first?.ConditionExpression).toContain('attribute_not_exists');
+    expect(values(first)).toEqual(expect.arrayContaining([floor + 37, 99]));
+    const more = minuteReceive({ [b]: floor + 37 }, MINUTE, 30, 5, undefined);
+    expect(more?.UpdateExpression).toMatch(/ADD/);
+    expect(values(more)).toEqual(expect.arrayContaining([5, floor]));
+    const over = minuteReceive({ [b]: earlier + 37 }, MINUTE, 30, 5, undefined);
+    expect(values(over)).toEqual(expect.arrayContaining([earlier + 37, floor + 35]));
+    // A later minute's bound in the slot: the minute is long over, only the counters move.
+    expect(minuteReceive({ [b]: (MINUTE + COUNT_SLOTS) * COUNT_SPAN + 3 }, MINUTE, 30, 5, undefined)).toBeUndefined();
+    const removed = (first?.UpdateExpression.split('REMOVE ')[1] ?? '').split(', ');
+    expect(removed).toHaveLength(COUNT_SLOTS - 3);
+    expect(removed).not.toEqual(expect.arrayContaining([boundSlotName(MINUTE - 1), b, boundSlotName(MINUTE + 1)]));
+    expect(removed).toEqual(expect.arrayContaining([boundSlotName(MINUTE + 2), boundSlotName(MINUTE - 2)]));
   });
 });
