@@ -79,16 +79,6 @@ const PORT_ATTEMPTS = 3;
 /** The address DynamoDB Local listens on, and the only one. */
 export const DYNAMO_LOCAL_HOST = '127.0.0.1';
 
-/**
- * The JVM's own options. DynamoDB Local as we use it (a developer's machine, tests, the bench)
- * lives for seconds to minutes, so HotSpot's optimizing compiler (C2) costs more CPU than its code
- * ever saves: with compilation stopped at C1 and the serial collector, starting took 2.3-2.8 s of
- * CPU instead of 4.8-5.4 s, and 1,000 and 5,000 two-item transactions took about half the CPU
- * (5.1 against 10.3 s, 13.7 against 27.1 s) and less wall time. Neither changes what DynamoDB Local
- * answers.
- */
-const JVM_OPTIONS = ['-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC'];
-
 /** The launcher that binds DynamoDB Local to {@link DYNAMO_LOCAL_HOST} (Java source, run as is). */
 const LAUNCHER = join(__dirname, 'dynamo-local-loopback.java');
 
@@ -146,7 +136,6 @@ export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promis
 async function launch(port: number, options: DynamoLocalOptions): Promise<DynamoLocal> {
   const jar = jarFolder();
   const args = [
-    ...JVM_OPTIONS,
     `-Djava.library.path=${join(jar, 'DynamoDBLocal_lib')}`,
     '-cp',
     `${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`,
