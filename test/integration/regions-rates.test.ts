@@ -270,68 +270,6 @@ async function countIn(r: Region, ws: string, keyId = 'key_a'): Promise<number> 
   return typeof item?.requests === 'number' ? item.requests : 0;
 }
 
-describe("a key's request rate split between two regions, its minute's requests moved", () => {
-  test('a 100-way race with all the traffic in one region admits the whole rate in the minute, exactly; the counts never past it while it runs; a late request is refused without asking', async () => {
-    const ws = await creditedWorkspace();
-    let running = true;
-    let maxCount = 0;
-    // Each count only grows while the race runs (requests, and what the east gives): a lower bound of the sum at the second read.
-    const watch = (async () => {
-      while (running) {
-        maxCount = Math.max(maxCount, (await countIn(east, ws)) + (await countIn(west, ws)));
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    })();
-    const { admitted, refused } = await race(Array.from({ length: 100 }, () => ({ region: admitting(west), request: request(ws, COST, { limits: rateLimits() }) })));
-    running = false;
-    await watch;
-    expect(admitted.get(WEST)?.length).toBe(RATE);
-    expect(refused).toEqual(Array.from({ length: 100 - RATE }, () => 'rate_limit_exceeded'));
-    expect(maxCount).toBeLessThanOrEqual(RATE);
-    // The east, which had no traffic, gave its whole share of the minute.
-    expect(await countIn(east, ws)).toBe(RATE / 2);
-    const asked = peerCounters(await transferItem(west, ws, rateQuantity()), HOME).asked;
-    const late = await ledgerOf(west).admit(request(ws, COST, { limits: rateLimits() }));
-    expect(late).toMatchObject({ admitted: false, refusal: { kind: 'rate_limit_exceeded' } });
-    expect(peerCounters(await transferItem(west, ws, rateQuantity()), HOME).asked).toBe(asked);
-    await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
-    await fx.expectInvariant(ws, 2_000 * COST);
-  });
-
-  test("a transfer of a key's minute is applied exactly once under replayed stream records and racing receivers", async () => {
-    const ws = await creditedWorkspace();
-    const q = rateQuantity();
-    await east.agent?.stop();
-    await west.agent?.stop();
-    try {
-      const eastX = transfersOf(east);
-      const westX = transfersOf(west);
-      await westX.ask(ws, q, HOME, 7);
-      await fx.caughtUp(ws);
-      expect(await eastX.answer(ws, q, WEST)).toBe(7);
-      expect(await eastX.answer(ws, q, WEST)).toBe(0);
-      expect(await countIn(east, ws)).toBe(7);
-      await fx.caughtUp(ws);
-      const { image, credited } = await replayedAndRaced(fx, westX, ws, q);
-      expect(image.keyId).toBe('key_a');
-      expect(credited).toBeLessThanOrEqual(7);
-      expect(await countIn(west, ws)).toBe(-7);
-      expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7, asked: 7 });
-      // On their own, the west admits 37 of the key's requests this minute and refuses the rest; the east, 23.
-      const west37 = await race(Array.from({ length: 40 }, () => ({ region: alone(west), request: request(ws, COST, { limits: rateLimits() }) })));
-      expect(west37.admitted.get(WEST)?.length).toBe(37);
-      expect(west37.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
-      const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: rateLimits() }) })));
-      expect(east23.admitted.get(HOME)?.length).toBe(23);
-      await settleAll(ledgerOf(west), west37.admitted.get(WEST) ?? [], settlement(COST));
-      await settleAll(ledgerOf(east), east23.admitted.get(HOME) ?? [], settlement(COST));
-      await fx.expectInvariant(ws, 2_000 * COST);
-    } finally {
-      for (const r of [east, west]) await fx.startAgent(r);
-    }
-  });
-});
-
 /** A key credit limit that binds nothing here but is tracked, so the key's minutes count on its window's item. */
 const KEY_WINDOW = windowKeys.key('key_a', 'monthly', NOW);
 const windowRateLimits = (rate = RATE): AdmissionLimits => ({ ...OPEN, keyRatePerMinute: rate, keyLimitMicros: 100_000 * COST, keyRateWindow: KEY_WINDOW });
@@ -349,45 +287,91 @@ async function windowCountIn(r: Region, ws: string): Promise<number> {
   return minuteUsed(await keyItem(r, ws, KEY_WINDOW), MINUTE, RATE / 2);
 }
 
-describe("a key's request rate split between two regions, its minute counted on the key window and moved", () => {
-  test('a 100-way race with all the traffic in one region admits the whole rate in the minute, exactly; the counts never past it while it runs; no counter written; a late request is refused without asking', async () => {
+/**
+ * Where a key's minute is counted: on its request counter, or on its key window's item (a key
+ * whose credit limit is tracked). The same races and transfers run on both.
+ */
+interface MinutePlace {
+  readonly place: string;
+  readonly limits: () => AdmissionLimits;
+  readonly quantity: () => Quantity;
+  /** What a region's key slice 0 counts of the minute there: its requests, plus what it gave, less what it received. */
+  readonly used: (r: Region, ws: string) => Promise<number>;
+  /** The requests the giving region's slot holds (what it counted and gave). */
+  readonly giverRequests: (ws: string) => Promise<number>;
+  /** The place's own checks after the race, the west having borrowed the east's whole share. */
+  readonly afterRace: (ws: string) => Promise<void>;
+  /** The place's own checks once the east gave 7 and the west received them once (`image`: the east's transfer item as the west's stream showed it). */
+  readonly afterReceive: (ws: string, image: Record<string, unknown>) => Promise<void>;
+}
+
+const PLACES: readonly MinutePlace[] = [
+  {
+    place: "its minute's requests moved",
+    limits: () => rateLimits(),
+    quantity: () => rateQuantity(),
+    used: (r, ws) => countIn(r, ws),
+    giverRequests: (ws) => countIn(east, ws),
+    afterRace: async () => undefined,
+    afterReceive: async () => undefined,
+  },
+  {
+    place: 'its minute counted on the key window and moved',
+    limits: () => windowRateLimits(),
+    quantity: () => windowRateQuantity(),
+    used: (r, ws) => windowCountIn(r, ws),
+    giverRequests: async (ws) => minuteRequests(await keyItem(east, ws, KEY_WINDOW), MINUTE),
+    afterRace: async (ws) => {
+      // The west's bound holds what the east gave on its window's slot.
+      const westWindow = await keyItem(west, ws, KEY_WINDOW);
+      expect(minuteRequests(westWindow, MINUTE)).toBe(RATE);
+      expect(westWindow?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE);
+      // The minute counted on the window only: neither region wrote the key's counter.
+      expect(await keyItem(east, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
+      expect(await keyItem(west, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
+      expect((await transferItem(west, ws, windowRateQuantity()))?.rateWindow).toBe(KEY_WINDOW);
+    },
+    afterReceive: async (ws, image) => {
+      expect(image.rateWindow).toBe(KEY_WINDOW);
+      // Raised once: the share and the seven received.
+      expect((await keyItem(west, ws, KEY_WINDOW))?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE / 2 + 7);
+    },
+  },
+];
+
+describe.each(PLACES)("a key's request rate split between two regions, $place", (at) => {
+  test('a 100-way race with all the traffic in one region admits the whole rate in the minute, exactly; the counts never past it while it runs; a late request is refused without asking', async () => {
     const ws = await creditedWorkspace();
     let running = true;
     let maxCount = 0;
-    // The east's count only grows (what it gives), read first: a lower bound of the sum at the second read.
+    // The east's count only grows (it has no traffic: what it gives), read first: a lower bound of the sum at the second read.
     const watch = (async () => {
       while (running) {
-        maxCount = Math.max(maxCount, (await windowCountIn(east, ws)) + (await windowCountIn(west, ws)));
+        maxCount = Math.max(maxCount, (await at.used(east, ws)) + (await at.used(west, ws)));
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     })();
-    const { admitted, refused } = await race(Array.from({ length: 100 }, () => ({ region: admitting(west), request: request(ws, COST, { limits: windowRateLimits() }) })));
+    const { admitted, refused } = await race(Array.from({ length: 100 }, () => ({ region: admitting(west), request: request(ws, COST, { limits: at.limits() }) })));
     running = false;
     await watch;
     expect(admitted.get(WEST)?.length).toBe(RATE);
     expect(refused).toEqual(Array.from({ length: 100 - RATE }, () => 'rate_limit_exceeded'));
     expect(maxCount).toBeLessThanOrEqual(RATE);
-    // The east gave its whole share of the minute on its window's slot; the west's bound holds it.
-    expect(minuteRequests(await keyItem(east, ws, KEY_WINDOW), MINUTE)).toBe(RATE / 2);
-    const westWindow = await keyItem(west, ws, KEY_WINDOW);
-    expect(minuteRequests(westWindow, MINUTE)).toBe(RATE);
-    expect(westWindow?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE);
-    expect(await windowCountIn(west, ws)).toBe(RATE / 2);
-    // The minute counted on the window only: neither region wrote the key's counter.
-    expect(await keyItem(east, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
-    expect(await keyItem(west, ws, windowKeys.rate('key_a', NOW))).toBeUndefined();
-    const asked = peerCounters(await transferItem(west, ws, windowRateQuantity()), HOME).asked;
-    expect((await transferItem(west, ws, windowRateQuantity()))?.rateWindow).toBe(KEY_WINDOW);
-    const late = await ledgerOf(west).admit(request(ws, COST, { limits: windowRateLimits() }));
+    // The east, which had no traffic, gave its whole share of the minute.
+    expect(await at.giverRequests(ws)).toBe(RATE / 2);
+    expect(await at.used(west, ws)).toBe(RATE / 2);
+    await at.afterRace(ws);
+    const asked = peerCounters(await transferItem(west, ws, at.quantity()), HOME).asked;
+    const late = await ledgerOf(west).admit(request(ws, COST, { limits: at.limits() }));
     expect(late).toMatchObject({ admitted: false, refusal: { kind: 'rate_limit_exceeded' } });
-    expect(peerCounters(await transferItem(west, ws, windowRateQuantity()), HOME).asked).toBe(asked);
+    expect(peerCounters(await transferItem(west, ws, at.quantity()), HOME).asked).toBe(asked);
     await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
     await fx.expectInvariant(ws, 2_000 * COST);
   });
 
-  test("a transfer of a key's minute counted on its window is applied exactly once under replayed stream records and racing receivers", async () => {
+  test("a transfer of a key's minute is applied exactly once under replayed stream records and racing receivers", async () => {
     const ws = await creditedWorkspace();
-    const q = windowRateQuantity();
+    const q = at.quantity();
     await east.agent?.stop();
     await west.agent?.stop();
     try {
@@ -397,21 +381,19 @@ describe("a key's request rate split between two regions, its minute counted on 
       await fx.caughtUp(ws);
       expect(await eastX.answer(ws, q, WEST)).toBe(7);
       expect(await eastX.answer(ws, q, WEST)).toBe(0);
-      expect(minuteRequests(await keyItem(east, ws, KEY_WINDOW), MINUTE)).toBe(7);
+      expect(await at.giverRequests(ws)).toBe(7);
       await fx.caughtUp(ws);
       const { image, credited } = await replayedAndRaced(fx, westX, ws, q);
       expect(image.keyId).toBe('key_a');
-      expect(image.rateWindow).toBe(KEY_WINDOW);
       expect(credited).toBeLessThanOrEqual(7);
-      // Raised once: the share and the seven received.
-      expect((await keyItem(west, ws, KEY_WINDOW))?.[boundSlotName(MINUTE)]).toBe(MINUTE * COUNT_SPAN + RATE / 2 + 7);
-      expect(await windowCountIn(west, ws)).toBe(-7);
+      await at.afterReceive(ws, image);
+      expect(await at.used(west, ws)).toBe(-7);
       expect((await westX.counters(ws, q))[HOME]).toMatchObject({ recv: 7, asked: 7 });
       // On their own, the west admits 37 of the key's requests this minute and refuses the rest; the east, 23.
-      const west37 = await race(Array.from({ length: 40 }, () => ({ region: alone(west), request: request(ws, COST, { limits: windowRateLimits() }) })));
+      const west37 = await race(Array.from({ length: 40 }, () => ({ region: alone(west), request: request(ws, COST, { limits: at.limits() }) })));
       expect(west37.admitted.get(WEST)?.length).toBe(37);
       expect(west37.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
-      const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: windowRateLimits() }) })));
+      const east23 = await race(Array.from({ length: 25 }, () => ({ region: alone(east), request: request(ws, COST, { limits: at.limits() }) })));
       expect(east23.admitted.get(HOME)?.length).toBe(23);
       expect(east23.refused).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded']);
       await settleAll(ledgerOf(west), west37.admitted.get(WEST) ?? [], settlement(COST));
