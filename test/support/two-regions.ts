@@ -117,7 +117,8 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
 
   const startRegion = async (name: string): Promise<TwoRegionsRegion<X>> => {
     // In memory unless asked: nothing here outlives the run, and a database in memory answers faster than one on disk.
-    const db = await startDynamoLocal({ ...(dir === undefined ? {} : { dataDir: join(dir, name) }), readyTimeoutMs: 240_000 });
+    // A suite's own instances live a minute or two: C1 only halves their CPU (the shared one keeps C2).
+    const db = await startDynamoLocal({ ...(dir === undefined ? {} : { dataDir: join(dir, name) }), readyTimeoutMs: 240_000, jit: 'quick' });
     const client = makeDynamoClient(db.endpoint);
     const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
     const wire = wireClient({ dynamoEndpoint: db.endpoint }, doc, process.env, RACE_LIMITS);
