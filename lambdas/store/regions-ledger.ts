@@ -14,7 +14,8 @@
  *
  * A request the region's share cannot cover is refused only when the other regions' figures (as
  * replicated here: read to decide whether to ask, never spent) could not cover it either and each
- * of them last answered this region with nothing left (`othersSaidNone`);
+ * of them last answered this region with nothing left (`othersSaidNone`); what a region counted
+ * lost holds is stranded, not used up, so a shortfall only it could cover is a 503 to retry;
  * otherwise the region asks urgently for the shortfall (one write to its own transfer item, which
  * reaches the others by replication and their transfer agents), waits a bounded time, crediting
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
@@ -57,11 +58,16 @@ interface AskBatch {
 /** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
 type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
 
-/** Another region as this replica shows it: what it could give, and (unless counted lost) its counters towards this region and what this region asked of it. */
+/**
+ * Another region as this replica shows it: what it could give by its replicated figures, and its
+ * counters towards this region and what this region asked of it; or, counted lost by this process,
+ * only its figures (what its share holds, stranded there: never asked for, never spent here).
+ */
 interface PeerView {
   readonly spare: number;
   readonly said?: PeerCounters;
   readonly asked?: number;
+  readonly lost?: boolean;
 }
 
 /**
@@ -76,14 +82,28 @@ interface PeerView {
  * is asked for again.
  */
 function othersSaidNone(views: Readonly<Record<string, PeerView>>, micros: number): boolean {
-  if (Object.values(views).reduce((a, v) => a + v.spare, 0) >= micros) return false;
-  return Object.values(views).every(({ said, asked }) => said === undefined || (said.answered > 0 && said.answered >= (asked ?? 0) && said.left === 0));
+  const live = Object.values(views).filter((v) => v.lost !== true);
+  if (live.reduce((a, v) => a + v.spare, 0) >= micros) return false;
+  return live.every(({ said, asked }) => said === undefined || (said.answered > 0 && said.answered >= (asked ?? 0) && said.left === 0));
 }
 
-/** What each other region could give, from its view. */
+/** What each other region could give now, from its view (a region counted lost: nothing). */
 function sparesOf(views: Readonly<Record<string, PeerView>>): Record<string, number> {
-  return Object.fromEntries(Object.entries(views).map(([peer, v]) => [peer, v.spare]));
+  return Object.fromEntries(Object.entries(views).map(([peer, v]) => [peer, v.lost === true ? 0 : v.spare]));
 }
+
+/** What every other region holds spare by its figures here, a region counted lost included (its share is stranded, not gone). */
+function spareEverywhere(views: Readonly<Record<string, PeerView>>): number {
+  return Object.values(views).reduce((a, v) => a + v.spare, 0);
+}
+
+/**
+ * The refusals that say the workspace's money or a limit is used up (a 402): given only when it
+ * is, never while a region counted lost holds what would cover it. The rate limits' 429 already
+ * tells a client to retry, and their share in a lost region is documented as stranded (the key
+ * or the workspace runs at the live regions' part of its rate until it returns).
+ */
+const USED_UP: ReadonlySet<Refusal['kind']> = new Set(['insufficient_credit', 'key_limit_exceeded', 'member_limit_exceeded', 'workspace_limit_exceeded']);
 
 /** The region's ledger: the port the gateway, the sweeper and the transfer agent use in a stage with several regions. */
 export class RegionalLedger implements Ledger {
@@ -189,7 +209,9 @@ export class RegionalLedger implements Ledger {
    * Admits in this region; when its share is short and the others' figures say they could cover
    * it, asks and waits (the module comment). A wait that ends with an ask unanswered refuses
    * `in_transit` (`503 balance_unavailable`, retry): the workspace can cover the request, the money
-   * has not arrived; one answered with less than asked refuses with the limit's own 402.
+   * has not arrived; so does, at once, a shortfall that only a region counted lost could cover (its
+   * share is stranded there, not used up); one answered with less than asked refuses with the
+   * limit's own 402.
    */
   async admit(request: AdmitRequest): Promise<AdmitOutcome> {
     let outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
@@ -203,8 +225,14 @@ export class RegionalLedger implements Ledger {
       try {
         const views = await this.peerViews(request.workspaceId, short.q);
         // Refused at once only when the others' figures could not cover it and each of them last
-        // said, in its answer to this region, that it had nothing left (or is counted lost).
-        if (othersSaidNone(views, short.micros)) return { admitted: false, refusal: await this.widen(request, refusal) };
+        // said, in its answer to this region, that it had nothing left (or is counted lost). When
+        // what a region counted lost holds would cover it, the workspace is not out of money or
+        // limit: it is out of reach until that region answers again (or a top-up lands here), so
+        // a 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
+        if (othersSaidNone(views, short.micros)) {
+          if (USED_UP.has(refusal.kind) && spareEverywhere(views) >= short.micros) return { admitted: false, refusal: IN_TRANSIT };
+          return { admitted: false, refusal: await this.widen(request, refusal) };
+        }
         end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
@@ -260,31 +288,31 @@ export class RegionalLedger implements Ledger {
    * none until it answers again (a lost region strands its share: asking it would only make every
    * short request wait).
    */
-  private async peerSpare(workspaceId: string, q: Quantity): Promise<Record<string, number>> {
-    return sparesOf(await this.peerViews(workspaceId, q));
+  private async peerSpare(workspaceId: string, q: Quantity): Promise<number> {
+    return spareEverywhere(await this.peerViews(workspaceId, q));
   }
 
-  /** Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this region; a region counted lost shows nothing and no answers. */
+  /**
+   * Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this
+   * region; a region counted lost by this process shows its figures only (`lost`), until it has
+   * answered everything this region asked of it under `q` (then it is heard from again).
+   */
   private async peerViews(workspaceId: string, q: Quantity): Promise<Record<string, PeerView>> {
     const out: Record<string, PeerView> = {};
     await Promise.all(
       peersOf(this.setup).map(async (peer) => {
-        if (this.lost(peer) && !(await this.answeredAll(workspaceId, q, peer))) {
-          out[peer] = { spare: 0 };
-          return;
+        const view = await this.transfers.peerView(workspaceId, q, peer);
+        if (this.lost(peer)) {
+          if (view.said.answered < view.asked) {
+            out[peer] = { spare: view.spare, lost: true };
+            return;
+          }
+          this.silent.delete(peer);
         }
-        out[peer] = await this.transfers.peerView(workspaceId, q, peer);
+        out[peer] = view;
       }),
     );
     return out;
-  }
-
-  /** Whether `peer` has answered everything this region asked of it under `q` (then it is heard from again). */
-  private async answeredAll(workspaceId: string, q: Quantity, peer: string): Promise<boolean> {
-    const [mine, theirs] = await Promise.all([this.transfers.readOwn(workspaceId, q), this.transfers.readPeer(workspaceId, q, peer)]);
-    const done = peerCounters(theirs, this.setup.region).answered >= peerCounters(mine, peer).asked;
-    if (done) this.silent.delete(peer);
-    return done;
   }
 
   /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
@@ -376,8 +404,7 @@ export class RegionalLedger implements Ledger {
     const l = request.limits;
     try {
       if (refusal.kind === 'insufficient_credit') {
-        const spare = await this.peerSpare(request.workspaceId, { kind: 'credit' });
-        return { ...refusal, availableMicros: refusal.availableMicros + Object.values(spare).reduce((a, b) => a + b, 0) };
+        return { ...refusal, availableMicros: refusal.availableMicros + (await this.peerSpare(request.workspaceId, { kind: 'credit' })) };
       }
       if (refusal.kind === 'key_limit_exceeded' && l.keyLimitMicros !== undefined) {
         const key = this.keyQuantity(request);

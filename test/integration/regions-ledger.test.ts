@@ -233,15 +233,19 @@ describe('two regions sharing global tables', () => {
       const quick = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 });
       expect(await quick.admit(request(ws, COST))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
       // A process that counts a region lost once it left an ask unanswered (here at once): its
-      // share is stranded, so the next short request is refused at once with the limit's 402,
-      // not made to wait again.
+      // share is stranded there, not used up, so the next short request is refused at once (not
+      // made to wait again, the lost region not asked) with a 503 to retry, never a 402 telling a
+      // rich workspace it is out of credit.
       const strict = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 }, undefined, 0);
       expect((await strict.admit(request(ws, COST))).admitted).toBe(false);
       const asked = async (): Promise<number> => (await strict.transfers.counters(ws, { kind: 'credit' }))[HOME]?.asked ?? -1;
       const askedBefore = await asked();
       const lost = await strict.admit(request(ws, COST));
-      expect(lost).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+      expect(lost).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
       expect(await asked()).toBe(askedBefore); // no new ask: nothing was waited for
+      // More than the lost region holds could cover: that is the workspace's own 402, at once.
+      expect(await strict.admit(request(ws, 2_000 * COST))).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: 1_000 * COST } });
+      expect(await asked()).toBe(askedBefore);
     } finally {
       await fx.startAgent(east);
     }
