@@ -58,6 +58,9 @@ interface AskBatch {
 /** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
 type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
 
+/** Why nothing was asked (`askFor`): the others' figures and answers say none could help, or only regions counted lost could. */
+type Unasked = 'none' | 'stranded';
+
 /**
  * Another region as this replica shows it: what it could give by its replicated figures, and its
  * counters towards this region and what this region asked of it; or, counted lost by this process,
@@ -104,6 +107,12 @@ function spareEverywhere(views: Readonly<Record<string, PeerView>>): number {
  * or the workspace runs at the live regions' part of its rate until it returns).
  */
 const USED_UP: ReadonlySet<Refusal['kind']> = new Set(['insufficient_credit', 'key_limit_exceeded', 'member_limit_exceeded', 'workspace_limit_exceeded']);
+
+/** The request-rate quantity of a key's minute starting `start` under the whole rate (the tag both regions count its moves under), counted on `rateWindow` when given; kept a few minutes. */
+function rateQuantityOf(keyId: string, start: number, ratePerMinute: number, rateWindow: string | undefined): { q: Quantity; ttl: number | undefined } {
+  const place = rateWindow === undefined ? {} : { rateWindow };
+  return { q: { kind: 'rate', keyId, windowSk: windowKeys.rate(keyId, start), ratePerMinute, ...place }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
+}
 
 /** The region's ledger: the port the gateway, the sweeper and the transfer agent use in a stage with several regions. */
 export class RegionalLedger implements Ledger {
@@ -165,10 +174,7 @@ export class RegionalLedger implements Ledger {
    * credit limit is tracked), that window is where the moves go (its count and bound slots).
    */
   private rateQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } {
-    const { limits } = request;
-    const start = rowStart(request.holdId, request.now);
-    const place = limits.keyRateWindow === undefined ? {} : { rateWindow: limits.keyRateWindow };
-    return { q: { kind: 'rate', keyId: request.keyId, windowSk: windowKeys.rate(request.keyId, start), ratePerMinute: limits.keyRatePerMinute, ...place }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
+    return rateQuantityOf(request.keyId, rowStart(request.holdId, request.now), request.limits.keyRatePerMinute, request.limits.keyRateWindow);
   }
 
   private batchId(workspaceId: string, q: Quantity): string {
@@ -221,24 +227,19 @@ export class RegionalLedger implements Ledger {
       const refusal: Refusal = outcome.refusal;
       const short = this.shortOf(request, refusal);
       if (short === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
-      let end: AskEnd;
+      let end: AskEnd | Unasked;
       try {
-        const views = await this.peerViews(request.workspaceId, short.q);
-        // Refused at once only when the others' figures could not cover it and each of them last
-        // said, in its answer to this region, that it had nothing left (or is counted lost). When
-        // what a region counted lost holds would cover it, the workspace is not out of money or
-        // limit: it is out of reach until that region answers again (or a top-up lands here), so
-        // a 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
-        if (othersSaidNone(views, short.micros)) {
-          if (USED_UP.has(refusal.kind) && spareEverywhere(views) >= short.micros) return { admitted: false, refusal: IN_TRANSIT };
-          return { admitted: false, refusal: await this.widen(request, refusal) };
-        }
-        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
+        end = await this.askFor(request.workspaceId, short, deadline);
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
         // unknown, so not a 402 but a retry (nothing was admitted).
         return { admitted: false, refusal: IN_TRANSIT };
       }
+      // When what a region counted lost holds would cover it, the workspace is not out of money or
+      // limit: it is out of reach until that region answers again (or a top-up lands here), so a
+      // 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
+      if (end === 'stranded' && USED_UP.has(refusal.kind)) return { admitted: false, refusal: IN_TRANSIT };
+      if (end === 'none' || end === 'stranded') return { admitted: false, refusal: await this.widen(request, refusal) };
       outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
       if (outcome.admitted) return outcome;
       // Answered with less and nothing left there: the others had no more to spare, a 402.
@@ -247,6 +248,19 @@ export class RegionalLedger implements Ledger {
       // still had some: ask again while the wait lasts; past it, the money is there but not here.
       if (end === 'unanswered' || Date.now() >= deadline) return { admitted: false, refusal: IN_TRANSIT };
     }
+  }
+
+  /**
+   * Asks the other regions for what this region is `short` of, and waits for their answers up to
+   * `deadline`; or asks nothing when their figures say it is no use: `none`, refused at once (the
+   * others could not cover it, and each last answered this region with nothing left, or is
+   * counted lost), or `stranded`, the same but what the regions counted lost hold (as last
+   * replicated) would cover it. Rejects on a store fault.
+   */
+  private async askFor(workspaceId: string, short: { q: Quantity; micros: number; ttl: number | undefined }, deadline: number): Promise<AskEnd | Unasked> {
+    const views = await this.peerViews(workspaceId, short.q);
+    if (othersSaidNone(views, short.micros)) return spareEverywhere(views) >= short.micros ? 'stranded' : 'none';
+    return this.obtain(workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
   }
 
   /** What a refusal says this region is short of, when another region could move it here. */
@@ -459,7 +473,30 @@ export class RegionalLedger implements Ledger {
     return this.inner.extend(hold, extraMicros, this.limitsFor({ holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits }), now);
   }
 
-  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
-    return this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
+  /**
+   * The door's count of a key's minute (a `GET`, or a request refused before admission) under
+   * this region's share of the rate, plus what was received; past it, one request of the minute is
+   * asked of the other regions exactly as an admission asks (`admit`), and counted when it
+   * arrives. The 429 stands when the others have none to give, when only a region counted lost
+   * has (a rate's share there is stranded), when the ask is not answered within the wait, and on a
+   * store fault while asking: early, never late.
+   */
+  async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
+    const count = (): Promise<{ readonly retryAfterSeconds?: number }> => this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
+    let counted = await count();
+    if (counted.retryAfterSeconds === undefined || this.setup.transferWaitMs === 0) return counted;
+    const short = { ...rateQuantityOf(keyId, now, ratePerMinute, rateWindow), micros: 1 };
+    const deadline = Date.now() + this.setup.transferWaitMs;
+    for (;;) {
+      let end: AskEnd | Unasked;
+      try {
+        end = await this.askFor(workspaceId, short, deadline);
+      } catch {
+        return counted;
+      }
+      if (end === 'none' || end === 'stranded') return counted;
+      counted = await count();
+      if (counted.retryAfterSeconds === undefined || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return counted;
+    }
   }
 }
