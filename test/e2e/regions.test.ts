@@ -4,17 +4,18 @@
  * replicator between them, a gateway process per region, the front door on one port, and the
  * official `openai` client on that one address. Nothing of DynamoDB is mocked.
  *
- * - **Races across both regions**: 200 requests at once on a workspace whose balance fits fewer,
+ * - **A region lost mid-load**: clients keep sending; the home region's gateway process group and
+ *   its DynamoDB Local are killed with SIGKILL while requests are in flight there; serving through
+ *   the front door resumes from the other region (asserted; the time it took is printed, never
+ *   asserted). Then the region is brought back (SIGUSR2 to the start) and serves again.
+ * - **Races across both regions**, once it is back (its requests in flight when it died wait for
+ *   its sweeper meanwhile): 200 requests at once on a workspace whose balance fits fewer,
  *   and 200 on a key whose credit limit fits fewer (the workspace is rich), spread over both regions
  *   by the front door, each on a balance split between the regions (the top-up lands in the home;
  *   one request in the other region first moves that region its part, as its own traffic would).
  *   Each admitted reply stalls after its first frame (the simulator is told so)
  *   until every request has its answer, so nothing settles and frees money mid-race: exactly what
  *   fits is admitted, the rest refused 402 with its own code.
- * - **A region lost mid-load**: clients keep sending; the home region's gateway process group and
- *   its DynamoDB Local are killed with SIGKILL while requests are in flight there; serving through
- *   the front door resumes from the other region (asserted; the time it took is printed, never
- *   asserted). Then the region is brought back (SIGUSR2 to the start) and serves again.
  * - **After replication catches up** (both replicas hold the same items for every workspace of the
  *   test): for every workspace, summed over both regions, credited = available + held + spent,
  *   credited is exactly what was topped up (nothing in transit, nothing lost), nothing is held,
@@ -39,25 +40,25 @@ import { expectLoopbackOnly } from '../support/loopback-only';
 import { regionSetupFromEnv, type RegionSetup } from '../../lambdas/store/regions';
 import { type RegionalBalance, readRegionalBalance } from '../../lambdas/store/regions-balance';
 
-jest.setTimeout(540_000);
+jest.setTimeout(600_000);
 
 const REPO = resolve(__dirname, '../..');
 const RACE = 200;
 /** Long enough that no admitted race request ends on its own before every answer is in; each is ended by its client. */
-const RACE_STALL_MS = 120_000;
+const RACE_STALL_MS = 150_000;
 /**
  * Longer than any race takes on a loaded machine: a race's exactness holds only while every admitted
  * stream is still open (the gateway ending one at this limit settles it and frees its hold, and the
  * race then rightly admits more than fit at the start). It also bounds how long the lost region's
  * holds wait for its sweeper after it returns.
  */
-const REQUEST_LIMIT_MS = 120_000;
+const REQUEST_LIMIT_MS = 140_000;
 /**
  * How long a race request is retried on `503 balance_unavailable` (and on no answer), from the
  * race's start: well inside {@link REQUEST_LIMIT_MS}, so every admitted stream is still open when
  * the last answer comes (asserted).
  */
-const RACE_RETRY_MS = 80_000;
+const RACE_RETRY_MS = 100_000;
 /** Workers sending requests through the front door while a region is lost. */
 const LOAD_WORKERS = 6;
 const MICROS_PER_MINOR = 1_000_000;
@@ -353,6 +354,64 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   }
   expect(holdMicros).toBeGreaterThan(0);
 
+  // ---- Load through the front door; the home region lost mid-load, then brought back. First, so
+  // the lost region's holds (settled by its own sweeper once they expire, a request limit after
+  // their start) age while the races run on the regions brought back together.
+  const load = await workspace('load', 100_000);
+  await keyEverywhere(load.rawKey);
+  await simulator('/_sim/default', { model: 'sim-small', behavior: { kind: 'ok', chunkDelayMs: 40 } });
+  const served: Served[] = [];
+  const failed: string[] = [];
+  let stop = false;
+  const worker = async (): Promise<void> => {
+    const c = client(load.rawKey);
+    while (!stop) {
+      try {
+        const { data, response } = await c.chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'load' }], stream: true }).withResponse();
+        for await (const chunk of data) void chunk;
+        served.push({ requestId: response.headers.get('x-sluice-request-id') as string, region: response.headers.get('x-sluice-region') as string, at: Date.now() });
+      } catch (err) {
+        // A reply cut by the region's death, or refused while the front door still sent there.
+        failed.push(err instanceof Error ? err.message : String(err));
+        await sleep(50);
+      }
+    }
+  };
+  const workers = Array.from({ length: LOAD_WORKERS }, () => worker());
+  const until = async (what: string, test: () => boolean, ms: number): Promise<void> => {
+    const deadline = Date.now() + ms;
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms (served ${served.length}, failed ${failed.length}: ${failed.slice(-3).join(' | ')})`);
+      await sleep(50);
+    }
+  };
+  try {
+    const lost = state.regions[0] as RegionsStateFile['regions'][number];
+    const survivor = state.regions[1] as RegionsStateFile['regions'][number];
+    await until('both regions serving the load', () => served.filter((s) => s.region === lost.name).length >= 10 && served.filter((s) => s.region === survivor.name).length >= 10, 60_000);
+
+    const killedAt = Date.now();
+    process.kill(-(lost.gatewayPid as number), 'SIGKILL');
+    process.kill(-(lost.dynamodbPid as number), 'SIGKILL');
+    const before = run?.output().length ?? 0;
+    await waitFor(`region ${lost.name}: its gateway exited`, 30_000, 0);
+    // Serving resumes through the one address, from the other region.
+    await until('serving from the survivor after the loss', () => served.filter((s) => s.at > killedAt + 500 && s.region === survivor.name).length >= 20, 120_000);
+    const firstAfter = served.find((s) => s.at > killedAt)?.at ?? Date.now();
+    console.log(`region ${lost.name} killed; the next reply came ${firstAfter - killedAt} ms later (from ${survivor.name}); ${failed.length} requests failed meanwhile`);
+
+    // Brought back: its DynamoDB Local and its gateway on the same ports and data.
+    process.kill((run as Run).child.pid as number, 'SIGUSR2');
+    await waitFor('every region is running', 120_000, before);
+    state = readState();
+    const backAt = Date.now();
+    await until('serving from the region brought back', () => served.some((s) => s.at > backAt && s.region === lost.name), 120_000);
+  } finally {
+    stop = true;
+    await Promise.all(workers);
+  }
+  await simulator('/_sim/reset', {});
+
   // ---- Two 200-way races, at once, spread over both regions.
   // The balance race: the workspace's credit fits `fitsBalance` holds.
   const balanceMinor = Math.max(1, Math.round((90 * holdMicros) / MICROS_PER_MINOR));
@@ -413,62 +472,6 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; unanswered, retried: ${JSON.stringify(Object.fromEntries(unanswered))}; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
   // The races' outcomes are asserted at the end, with the ledger they left, so one run shows every finding.
 
-  // ---- Load through the front door; the home region lost mid-load, then brought back.
-  const load = await workspace('load', 100_000);
-  await keyEverywhere(load.rawKey);
-  await simulator('/_sim/default', { model: 'sim-small', behavior: { kind: 'ok', chunkDelayMs: 40 } });
-  const served: Served[] = [];
-  const failed: string[] = [];
-  let stop = false;
-  const worker = async (): Promise<void> => {
-    const c = client(load.rawKey);
-    while (!stop) {
-      try {
-        const { data, response } = await c.chat.completions.create({ model: 'local/sim-small', messages: [{ role: 'user', content: 'load' }], stream: true }).withResponse();
-        for await (const chunk of data) void chunk;
-        served.push({ requestId: response.headers.get('x-sluice-request-id') as string, region: response.headers.get('x-sluice-region') as string, at: Date.now() });
-      } catch (err) {
-        // A reply cut by the region's death, or refused while the front door still sent there.
-        failed.push(err instanceof Error ? err.message : String(err));
-        await sleep(50);
-      }
-    }
-  };
-  const workers = Array.from({ length: LOAD_WORKERS }, () => worker());
-  const until = async (what: string, test: () => boolean, ms: number): Promise<void> => {
-    const deadline = Date.now() + ms;
-    while (!test()) {
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms (served ${served.length}, failed ${failed.length}: ${failed.slice(-3).join(' | ')})`);
-      await sleep(50);
-    }
-  };
-  try {
-    const lost = state.regions[0] as RegionsStateFile['regions'][number];
-    const survivor = state.regions[1] as RegionsStateFile['regions'][number];
-    await until('both regions serving the load', () => served.filter((s) => s.region === lost.name).length >= 10 && served.filter((s) => s.region === survivor.name).length >= 10, 60_000);
-
-    const killedAt = Date.now();
-    process.kill(-(lost.gatewayPid as number), 'SIGKILL');
-    process.kill(-(lost.dynamodbPid as number), 'SIGKILL');
-    const before = run?.output().length ?? 0;
-    await waitFor(`region ${lost.name}: its gateway exited`, 30_000, 0);
-    // Serving resumes through the one address, from the other region.
-    await until('serving from the survivor after the loss', () => served.filter((s) => s.at > killedAt + 500 && s.region === survivor.name).length >= 20, 120_000);
-    const firstAfter = served.find((s) => s.at > killedAt)?.at ?? Date.now();
-    console.log(`region ${lost.name} killed; the next reply came ${firstAfter - killedAt} ms later (from ${survivor.name}); ${failed.length} requests failed meanwhile`);
-
-    // Brought back: its DynamoDB Local and its gateway on the same ports and data.
-    process.kill((run as Run).child.pid as number, 'SIGUSR2');
-    await waitFor('every region is running', 120_000, before);
-    state = readState();
-    const backAt = Date.now();
-    await until('serving from the region brought back', () => served.some((s) => s.at > backAt && s.region === lost.name), 120_000);
-  } finally {
-    stop = true;
-    await Promise.all(workers);
-  }
-  await simulator('/_sim/reset', {});
-
   // ---- After replication catches up: every hold settled (the lost region's by its own sweeper), both replicas equal.
   const all = [calibration, poor, limited, load];
   const ids = all.map((w) => w.workspaceId);
@@ -499,7 +502,17 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   const strays = (w: TestWorkspace): unknown[] =>
     raceRowsOf(w)
       .filter((u) => !admittedIds.has(u.requestId as string))
-      .map((u) => ({ state: u.state, outcome: u.outcome, status: u.status, chargeMicros: u.chargeMicros, region: u.region, answer: answered.get(u.requestId as string) ?? 'no answer carried its id' }));
+      .map((u) => ({
+        requestId: u.requestId,
+        state: u.state,
+        outcome: u.outcome,
+        status: u.status,
+        chargeMicros: u.chargeMicros,
+        region: u.region,
+        answer: answered.get(u.requestId as string) ?? 'no answer carried its id',
+        // What the regions logged of it (its answer line, and any fault by kind: never a prompt or a reply).
+        logged: (run as Run).output().split('\n').filter((l) => l.includes(u.requestId as string)),
+      }));
   console.log(`race rows without an admitted answer: ${JSON.stringify({ poor: strays(poor), limited: strays(limited) })}`);
   const found: Record<string, unknown> = {
     // The front door spread each race over both regions; exactly what fits was admitted, every
