@@ -264,7 +264,7 @@ export class RegionalLedger implements Ledger {
   }
 
   /** What a refusal says this region is short of, when another region could move it here. */
-  private shortOf(request: AdmitRequest, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
+  private shortOf(request: LimitSubject & Pick<AdmitRequest, 'amountMicros' | 'memberId'>, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
     if (refusal.kind === 'rate_limit_exceeded') {
       // One request of the key's minute (an answer brings more when this region is below its
       // part of what both have spare, so the key's next requests here do not ask again).
@@ -469,8 +469,35 @@ export class RegionalLedger implements Ledger {
     return this.inner.release(workspaceId, requestId, now);
   }
 
-  extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
-    return this.inner.extend(hold, extraMicros, this.limitsFor({ holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits }), now);
+  /**
+   * Grows a running stream's hold on this region's share, as one region does; when a consistent
+   * read shows the share cannot cover it, asks the other regions for what is short (the quantity
+   * the refusal names) exactly as an admission asks (`admit`), and tries again when it arrives.
+   * The stream waits meanwhile (its provider's body is paused), at most the transfer wait; it is
+   * cut (`balance_exhausted`) only when the others have nothing to give, when only a region counted
+   * lost has, when the ask is not answered in time, or on a store fault while asking.
+   */
+  async extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    const subject: LimitSubject = { holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits };
+    let grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
+    if (grown === true || grown === false || this.setup.transferWaitMs === 0) return grown === true;
+    // What an admission of the extra would ask for (its key window and member month: the hold's, by its start).
+    const asked = { ...subject, amountMicros: extraMicros, ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}) };
+    const deadline = Date.now() + this.setup.transferWaitMs;
+    for (;;) {
+      const short = this.shortOf(asked, grown);
+      if (short === undefined) return false;
+      let end: AskEnd | Unasked;
+      try {
+        end = await this.askFor(hold.workspaceId, short, deadline);
+      } catch {
+        return false;
+      }
+      if (end === 'none' || end === 'stranded') return false;
+      grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
+      if (grown === true) return true;
+      if (grown === false || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return false;
+    }
   }
 
   /**
