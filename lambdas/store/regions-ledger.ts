@@ -297,10 +297,9 @@ export class RegionalLedger implements Ledger {
   }
 
   /**
-   * What each other region could give of a quantity, by its figures as replicated here (possibly
-   * stale); a region that left an ask of this process's unanswered for {@link SILENT_MS} counts
-   * none until it answers again (a lost region strands its share: asking it would only make every
-   * short request wait).
+   * What the other regions hold spare of a quantity in all, by their figures as replicated here
+   * (possibly stale), a region counted lost included (its share is stranded there, not gone): the
+   * workspace-wide figure a refusal shows. What may be asked of them is `sparesOf` their views.
    */
   private async peerSpare(workspaceId: string, q: Quantity): Promise<number> {
     return spareEverywhere(await this.peerViews(workspaceId, q));
