@@ -28,6 +28,6 @@ export function refusalError(refusal: Refusal, limits: AdmissionLimits): SluiceE
     case 'rate_limit_exceeded':
       return rateLimited(limits.keyRatePerMinute, refusal.retryAfterSeconds);
     case 'in_transit':
-      return new SluiceError('balance_unavailable', 'The balance this request needs is being moved between regions; try again shortly.', { 'Retry-After': String(refusal.retryAfterSeconds) });
+      return new SluiceError('balance_unavailable', 'The balance this request needs is in another region and has not reached this one yet; try again shortly.', { 'Retry-After': String(refusal.retryAfterSeconds) });
   }
 }

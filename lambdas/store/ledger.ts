@@ -33,7 +33,7 @@ import { settlementAmounts } from '../core/settlement';
 import { bucketOf, guardAdmits, lapOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
 import { monthIdOf, monthNumber, monthNumberOf, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Settlement } from '../gateway/ports';
+import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { CLOSED_FOR, COUNTER_NAMES, KEY_WINDOW_NAMES, guardReset, type ClosedFor, guardTarget, isArmed, keyCounterDebit, keyShareDebit, keyShareRebalance, keyShareView, type KeyShareNames, type MonthDebit } from './items';
 import { closesMinute, countWindowTtl, minuteGiven, minuteShareRebalance, minuteShareView, minuteUsed, staleCount, windowCount, type MinuteCount } from './items';
@@ -1001,6 +1001,16 @@ export class DynamoLedger implements Ledger {
   }
 
   async extend(given: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    return (await this.extendHold(given, extraMicros, limits, now)) === true;
+  }
+
+  /**
+   * The extension `extend` makes: true when the hold grew; else, when a consistent read showed
+   * the workspace cannot cover it, the refusal that read gives (which quantity is short: what a
+   * region of a stage with several regions asks the others for); false when it did not grow for
+   * another reason (the request settled, nothing could be moved).
+   */
+  async extendHold(given: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<true | false | Refusal> {
     if (given.byok) return true;
     let hold = given;
     const slice = hold.slice ?? 0;
@@ -1081,7 +1091,9 @@ export class DynamoLedger implements Ledger {
         // the whole cannot cover; otherwise headroom is borrowed from the other slices.
         if (borrowed < 3) {
           borrowed += 1;
-          if (await this.borrowForExtension(hold, extraMicros, limits, now)) continue;
+          const borrowedNow = await this.borrowForExtension(hold, extraMicros, limits, now);
+          if (borrowedNow === true) continue;
+          if (borrowedNow !== false) return borrowedNow;
         }
         return false;
       }
@@ -1103,11 +1115,12 @@ export class DynamoLedger implements Ledger {
 
   /**
    * Moves credit, month headroom and key-window headroom into a running hold's slice and key slice
-   * so it can grow by `extraMicros`; false when a consistent read of every slice shows the
-   * workspace (its balance, its month, the key's or member's window) cannot cover it, or nothing
-   * could be moved. The request rate and the spend-rate cap do not bound an extension.
+   * so it can grow by `extraMicros`: true when something moved; the refusal when a consistent read
+   * of every slice shows the workspace (its balance, its month, the key's or member's window)
+   * cannot cover it; false when nothing could be moved. The request rate and the spend-rate cap do
+   * not bound an extension.
    */
-  private async borrowForExtension(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+  private async borrowForExtension(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean | Refusal> {
     const slice = hold.slice ?? 0;
     const request = extensionRequest(hold, extraMicros, limits, now);
     const memo = this.memoOf(hold.workspaceId);
@@ -1117,7 +1130,8 @@ export class DynamoLedger implements Ledger {
     if (refusalFor(snapshot, ask()) !== undefined) {
       // As for an admission: refused only on a consistent read of every slice (one slice: its items).
       if (snapshot.slices.length > 1) snapshot = await this.snapshot(hold.workspaceId, memo, request, undefined, 'whole');
-      if (refusalFor(snapshot, ask()) !== undefined) return false;
+      const refusal = refusalFor(snapshot, ask());
+      if (refusal !== undefined) return refusal;
     }
     // Money and month headroom only: the spend-rate headroom stays where it is.
     const plan = planRebalance(snapshot, slice, { ...ask(), limits });

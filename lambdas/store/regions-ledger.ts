@@ -14,7 +14,8 @@
  *
  * A request the region's share cannot cover is refused only when the other regions' figures (as
  * replicated here: read to decide whether to ask, never spent) could not cover it either and each
- * of them last answered this region with nothing left (`othersSaidNone`);
+ * of them last answered this region with nothing left (`othersSaidNone`); what a region counted
+ * lost holds is stranded, not used up, so a shortfall only it could cover is a 503 to retry;
  * otherwise the region asks urgently for the shortfall (one write to its own transfer item, which
  * reaches the others by replication and their transfer agents), waits a bounded time, crediting
  * what arrives itself, and admits or refuses. No cross-region call is ever made.
@@ -57,11 +58,19 @@ interface AskBatch {
 /** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
 type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
 
-/** Another region as this replica shows it: what it could give, and (unless counted lost) its counters towards this region and what this region asked of it. */
+/** Why nothing was asked (`askFor`): the others' figures and answers say none could help, or only regions counted lost could. */
+type Unasked = 'none' | 'stranded';
+
+/**
+ * Another region as this replica shows it: what it could give by its replicated figures, and its
+ * counters towards this region and what this region asked of it; or, counted lost by this process,
+ * only its figures (what its share holds, stranded there: never asked for, never spent here).
+ */
 interface PeerView {
   readonly spare: number;
   readonly said?: PeerCounters;
   readonly asked?: number;
+  readonly lost?: boolean;
 }
 
 /**
@@ -76,13 +85,33 @@ interface PeerView {
  * is asked for again.
  */
 function othersSaidNone(views: Readonly<Record<string, PeerView>>, micros: number): boolean {
-  if (Object.values(views).reduce((a, v) => a + v.spare, 0) >= micros) return false;
-  return Object.values(views).every(({ said, asked }) => said === undefined || (said.answered > 0 && said.answered >= (asked ?? 0) && said.left === 0));
+  const live = Object.values(views).filter((v) => v.lost !== true);
+  if (live.reduce((a, v) => a + v.spare, 0) >= micros) return false;
+  return live.every(({ said, asked }) => said === undefined || (said.answered > 0 && said.answered >= (asked ?? 0) && said.left === 0));
 }
 
-/** What each other region could give, from its view. */
+/** What each other region could give now, from its view (a region counted lost: nothing). */
 function sparesOf(views: Readonly<Record<string, PeerView>>): Record<string, number> {
-  return Object.fromEntries(Object.entries(views).map(([peer, v]) => [peer, v.spare]));
+  return Object.fromEntries(Object.entries(views).map(([peer, v]) => [peer, v.lost === true ? 0 : v.spare]));
+}
+
+/** What every other region holds spare by its figures here, a region counted lost included (its share is stranded, not gone). */
+function spareEverywhere(views: Readonly<Record<string, PeerView>>): number {
+  return Object.values(views).reduce((a, v) => a + v.spare, 0);
+}
+
+/**
+ * The refusals that say the workspace's money or a limit is used up (a 402): given only when it
+ * is, never while a region counted lost holds what would cover it. The rate limits' 429 already
+ * tells a client to retry, and their share in a lost region is documented as stranded (the key
+ * or the workspace runs at the live regions' part of its rate until it returns).
+ */
+const USED_UP: ReadonlySet<Refusal['kind']> = new Set(['insufficient_credit', 'key_limit_exceeded', 'member_limit_exceeded', 'workspace_limit_exceeded']);
+
+/** The request-rate quantity of a key's minute starting `start` under the whole rate (the tag both regions count its moves under), counted on `rateWindow` when given; kept a few minutes. */
+function rateQuantityOf(keyId: string, start: number, ratePerMinute: number, rateWindow: string | undefined): { q: Quantity; ttl: number | undefined } {
+  const place = rateWindow === undefined ? {} : { rateWindow };
+  return { q: { kind: 'rate', keyId, windowSk: windowKeys.rate(keyId, start), ratePerMinute, ...place }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
 }
 
 /** The region's ledger: the port the gateway, the sweeper and the transfer agent use in a stage with several regions. */
@@ -145,10 +174,7 @@ export class RegionalLedger implements Ledger {
    * credit limit is tracked), that window is where the moves go (its count and bound slots).
    */
   private rateQuantity(request: LimitSubject): { q: Quantity; ttl: number | undefined } {
-    const { limits } = request;
-    const start = rowStart(request.holdId, request.now);
-    const place = limits.keyRateWindow === undefined ? {} : { rateWindow: limits.keyRateWindow };
-    return { q: { kind: 'rate', keyId: request.keyId, windowSk: windowKeys.rate(request.keyId, start), ratePerMinute: limits.keyRatePerMinute, ...place }, ttl: Math.floor(start / 60_000) * 60 + 60 + RATE_RETENTION_S };
+    return rateQuantityOf(request.keyId, rowStart(request.holdId, request.now), request.limits.keyRatePerMinute, request.limits.keyRateWindow);
   }
 
   private batchId(workspaceId: string, q: Quantity): string {
@@ -189,7 +215,9 @@ export class RegionalLedger implements Ledger {
    * Admits in this region; when its share is short and the others' figures say they could cover
    * it, asks and waits (the module comment). A wait that ends with an ask unanswered refuses
    * `in_transit` (`503 balance_unavailable`, retry): the workspace can cover the request, the money
-   * has not arrived; one answered with less than asked refuses with the limit's own 402.
+   * has not arrived; so does, at once, a shortfall that only a region counted lost could cover (its
+   * share is stranded there, not used up); one answered with less than asked refuses with the
+   * limit's own 402.
    */
   async admit(request: AdmitRequest): Promise<AdmitOutcome> {
     let outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
@@ -199,18 +227,19 @@ export class RegionalLedger implements Ledger {
       const refusal: Refusal = outcome.refusal;
       const short = this.shortOf(request, refusal);
       if (short === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
-      let end: AskEnd;
+      let end: AskEnd | Unasked;
       try {
-        const views = await this.peerViews(request.workspaceId, short.q);
-        // Refused at once only when the others' figures could not cover it and each of them last
-        // said, in its answer to this region, that it had nothing left (or is counted lost).
-        if (othersSaidNone(views, short.micros)) return { admitted: false, refusal: await this.widen(request, refusal) };
-        end = await this.obtain(request.workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
+        end = await this.askFor(request.workspaceId, short, deadline);
       } catch {
         // Reading the others' figures or asking failed (a store fault): whether they could cover it is
         // unknown, so not a 402 but a retry (nothing was admitted).
         return { admitted: false, refusal: IN_TRANSIT };
       }
+      // When what a region counted lost holds would cover it, the workspace is not out of money or
+      // limit: it is out of reach until that region answers again (or a top-up lands here), so a
+      // 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
+      if (end === 'stranded' && USED_UP.has(refusal.kind)) return { admitted: false, refusal: IN_TRANSIT };
+      if (end === 'none' || end === 'stranded') return { admitted: false, refusal: await this.widen(request, refusal) };
       outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
       if (outcome.admitted) return outcome;
       // Answered with less and nothing left there: the others had no more to spare, a 402.
@@ -221,8 +250,21 @@ export class RegionalLedger implements Ledger {
     }
   }
 
+  /**
+   * Asks the other regions for what this region is `short` of, and waits for their answers up to
+   * `deadline`; or asks nothing when their figures say it is no use: `none`, refused at once (the
+   * others could not cover it, and each last answered this region with nothing left, or is
+   * counted lost), or `stranded`, the same but what the regions counted lost hold (as last
+   * replicated) would cover it. Rejects on a store fault.
+   */
+  private async askFor(workspaceId: string, short: { q: Quantity; micros: number; ttl: number | undefined }, deadline: number): Promise<AskEnd | Unasked> {
+    const views = await this.peerViews(workspaceId, short.q);
+    if (othersSaidNone(views, short.micros)) return spareEverywhere(views) >= short.micros ? 'stranded' : 'none';
+    return this.obtain(workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
+  }
+
   /** What a refusal says this region is short of, when another region could move it here. */
-  private shortOf(request: AdmitRequest, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
+  private shortOf(request: LimitSubject & Pick<AdmitRequest, 'amountMicros' | 'memberId'>, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
     if (refusal.kind === 'rate_limit_exceeded') {
       // One request of the key's minute (an answer brings more when this region is below its
       // part of what both have spare, so the key's next requests here do not ask again).
@@ -260,31 +302,31 @@ export class RegionalLedger implements Ledger {
    * none until it answers again (a lost region strands its share: asking it would only make every
    * short request wait).
    */
-  private async peerSpare(workspaceId: string, q: Quantity): Promise<Record<string, number>> {
-    return sparesOf(await this.peerViews(workspaceId, q));
+  private async peerSpare(workspaceId: string, q: Quantity): Promise<number> {
+    return spareEverywhere(await this.peerViews(workspaceId, q));
   }
 
-  /** Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this region; a region counted lost shows nothing and no answers. */
+  /**
+   * Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this
+   * region; a region counted lost by this process shows its figures only (`lost`), until it has
+   * answered everything this region asked of it under `q` (then it is heard from again).
+   */
   private async peerViews(workspaceId: string, q: Quantity): Promise<Record<string, PeerView>> {
     const out: Record<string, PeerView> = {};
     await Promise.all(
       peersOf(this.setup).map(async (peer) => {
-        if (this.lost(peer) && !(await this.answeredAll(workspaceId, q, peer))) {
-          out[peer] = { spare: 0 };
-          return;
+        const view = await this.transfers.peerView(workspaceId, q, peer);
+        if (this.lost(peer)) {
+          if (view.said.answered < view.asked) {
+            out[peer] = { spare: view.spare, lost: true };
+            return;
+          }
+          this.silent.delete(peer);
         }
-        out[peer] = await this.transfers.peerView(workspaceId, q, peer);
+        out[peer] = view;
       }),
     );
     return out;
-  }
-
-  /** Whether `peer` has answered everything this region asked of it under `q` (then it is heard from again). */
-  private async answeredAll(workspaceId: string, q: Quantity, peer: string): Promise<boolean> {
-    const [mine, theirs] = await Promise.all([this.transfers.readOwn(workspaceId, q), this.transfers.readPeer(workspaceId, q, peer)]);
-    const done = peerCounters(theirs, this.setup.region).answered >= peerCounters(mine, peer).asked;
-    if (done) this.silent.delete(peer);
-    return done;
   }
 
   /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
@@ -376,8 +418,7 @@ export class RegionalLedger implements Ledger {
     const l = request.limits;
     try {
       if (refusal.kind === 'insufficient_credit') {
-        const spare = await this.peerSpare(request.workspaceId, { kind: 'credit' });
-        return { ...refusal, availableMicros: refusal.availableMicros + Object.values(spare).reduce((a, b) => a + b, 0) };
+        return { ...refusal, availableMicros: refusal.availableMicros + (await this.peerSpare(request.workspaceId, { kind: 'credit' })) };
       }
       if (refusal.kind === 'key_limit_exceeded' && l.keyLimitMicros !== undefined) {
         const key = this.keyQuantity(request);
@@ -428,11 +469,61 @@ export class RegionalLedger implements Ledger {
     return this.inner.release(workspaceId, requestId, now);
   }
 
-  extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
-    return this.inner.extend(hold, extraMicros, this.limitsFor({ holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits }), now);
+  /**
+   * Grows a running stream's hold on this region's share, as one region does; when a consistent
+   * read shows the share cannot cover it, asks the other regions for what is short (the quantity
+   * the refusal names) exactly as an admission asks (`admit`), and tries again when it arrives.
+   * The stream waits meanwhile (its provider's body is paused), at most the transfer wait; it is
+   * cut (`balance_exhausted`) only when the others have nothing to give, when only a region counted
+   * lost has, when the ask is not answered in time, or on a store fault while asking.
+   */
+  async extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
+    const subject: LimitSubject = { holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits };
+    let grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
+    if (grown === true || grown === false || this.setup.transferWaitMs === 0) return grown === true;
+    // What an admission of the extra would ask for (its key window and member month: the hold's, by its start).
+    const asked = { ...subject, amountMicros: extraMicros, ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}) };
+    const deadline = Date.now() + this.setup.transferWaitMs;
+    for (;;) {
+      const short = this.shortOf(asked, grown);
+      if (short === undefined) return false;
+      let end: AskEnd | Unasked;
+      try {
+        end = await this.askFor(hold.workspaceId, short, deadline);
+      } catch {
+        return false;
+      }
+      if (end === 'none' || end === 'stranded') return false;
+      grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
+      if (grown === true) return true;
+      if (grown === false || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return false;
+    }
   }
 
-  countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
-    return this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
+  /**
+   * The door's count of a key's minute (a `GET`, or a request refused before admission) under
+   * this region's share of the rate, plus what was received; past it, one request of the minute is
+   * asked of the other regions exactly as an admission asks (`admit`), and counted when it
+   * arrives. The 429 stands when the others have none to give, when only a region counted lost
+   * has (a rate's share there is stranded), when the ask is not answered within the wait, and on a
+   * store fault while asking: early, never late.
+   */
+  async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
+    const count = (): Promise<{ readonly retryAfterSeconds?: number }> => this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
+    let counted = await count();
+    if (counted.retryAfterSeconds === undefined || this.setup.transferWaitMs === 0) return counted;
+    const short = { ...rateQuantityOf(keyId, now, ratePerMinute, rateWindow), micros: 1 };
+    const deadline = Date.now() + this.setup.transferWaitMs;
+    for (;;) {
+      let end: AskEnd | Unasked;
+      try {
+        end = await this.askFor(workspaceId, short, deadline);
+      } catch {
+        return counted;
+      }
+      if (end === 'none' || end === 'stranded') return counted;
+      counted = await count();
+      if (counted.retryAfterSeconds === undefined || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return counted;
+    }
   }
 }

@@ -4,15 +4,18 @@
  * replicator between them, a gateway process per region, the front door on one port, and the
  * official `openai` client on that one address. Nothing of DynamoDB is mocked.
  *
- * - **Races across both regions**: 200 requests at once on a workspace whose balance fits fewer,
- *   and 200 on a key whose credit limit fits fewer (the workspace is rich), spread over both regions
- *   by the front door. Each admitted reply stalls after its first frame (the simulator is told so)
- *   until every request has its answer, so nothing settles and frees money mid-race: exactly what
- *   fits is admitted, the rest refused 402 with its own code.
  * - **A region lost mid-load**: clients keep sending; the home region's gateway process group and
  *   its DynamoDB Local are killed with SIGKILL while requests are in flight there; serving through
  *   the front door resumes from the other region (asserted; the time it took is printed, never
  *   asserted). Then the region is brought back (SIGUSR2 to the start) and serves again.
+ * - **Races across both regions**, once it is back (its requests in flight when it died wait for
+ *   its sweeper meanwhile): 200 requests at once on a workspace whose balance fits fewer,
+ *   and 200 on a key whose credit limit fits fewer (the workspace is rich), spread over both regions
+ *   by the front door, each on a balance split between the regions (the top-up lands in the home;
+ *   one request in the other region first moves that region its part, as its own traffic would).
+ *   Each admitted reply stalls after its first frame (the simulator is told so)
+ *   until every request has its answer, so nothing settles and frees money mid-race: exactly what
+ *   fits is admitted, the rest refused 402 with its own code.
  * - **After replication catches up** (both replicas hold the same items for every workspace of the
  *   test): for every workspace, summed over both regions, credited = available + held + spent,
  *   credited is exactly what was topped up (nothing in transit, nothing lost), nothing is held,
@@ -37,19 +40,25 @@ import { expectLoopbackOnly } from '../support/loopback-only';
 import { regionSetupFromEnv, type RegionSetup } from '../../lambdas/store/regions';
 import { type RegionalBalance, readRegionalBalance } from '../../lambdas/store/regions-balance';
 
-jest.setTimeout(420_000);
+jest.setTimeout(600_000);
 
 const REPO = resolve(__dirname, '../..');
 const RACE = 200;
 /** Long enough that no admitted race request ends on its own before every answer is in; each is ended by its client. */
-const RACE_STALL_MS = 120_000;
+const RACE_STALL_MS = 150_000;
 /**
  * Longer than any race takes on a loaded machine: a race's exactness holds only while every admitted
  * stream is still open (the gateway ending one at this limit settles it and frees its hold, and the
  * race then rightly admits more than fit at the start). It also bounds how long the lost region's
  * holds wait for its sweeper after it returns.
  */
-const REQUEST_LIMIT_MS = 90_000;
+const REQUEST_LIMIT_MS = 140_000;
+/**
+ * How long a race request is retried on `503 balance_unavailable` (and on no answer), from the
+ * race's start: well inside {@link REQUEST_LIMIT_MS}, so every admitted stream is still open when
+ * the last answer comes (asserted).
+ */
+const RACE_RETRY_MS = 100_000;
 /** Workers sending requests through the front door while a region is lost. */
 const LOAD_WORKERS = 6;
 const MICROS_PER_MINOR = 1_000_000;
@@ -238,32 +247,38 @@ interface RaceAnswer {
 
 /** `503 balance_unavailable` answers seen in the races (the store too slow on a loaded machine); each was retried. */
 let unavailable = 0;
+/** Every answer a race attempt got, by the request id it carried (a retried attempt's too): what a row without an admitted answer was told. */
+const answered = new Map<string, string>();
 /** Race requests that got no answer at all (a connection that failed or timed out on a loaded machine), by message; each was retried. */
 const unanswered = new Map<string, number>();
 
 /**
  * One race request: admitted when its stream opens (the reply then stalls), refused otherwise.
  * Retried only on `503 balance_unavailable`, as SPEC tells clients to (the store did not answer
- * in time, so nothing was admitted: the rows counted at the end show it), and on no answer at all
- * (a connection that failed, as the SDK itself retries); any other answer is final.
+ * in time, or the money is in the other region and has not arrived, so nothing was admitted: the
+ * rows counted at the end show it), after its `Retry-After`, and on no answer at all (a connection
+ * that failed, as the SDK itself retries); until `retryUntil`; any other answer is final.
  */
-async function raceOne(key: string): Promise<RaceAnswer> {
+async function raceOne(key: string, retryUntil: number): Promise<RaceAnswer> {
   for (let attempt = 1; ; attempt += 1) {
+    const more = Date.now() < retryUntil;
     try {
       const { data, response } = await client(key, 0).chat.completions.create(RACE_BODY).withResponse();
+      answered.set(response.headers.get('x-sluice-request-id') ?? '', 'admitted');
       return { admitted: true, status: response.status, region: response.headers.get('x-sluice-region'), requestId: response.headers.get('x-sluice-request-id'), stream: data };
     } catch (err) {
       if (!(err instanceof OpenAI.APIError)) throw err;
-      if (err.status === 503 && err.code === 'balance_unavailable' && attempt < 10) {
+      answered.set(err.headers?.get('x-sluice-request-id') ?? `none ${answered.size}`, `${err.status ?? 0} ${String(err.code ?? '')}`);
+      if (err.status === 503 && err.code === 'balance_unavailable' && more) {
         unavailable += 1;
-        await sleep(250 * attempt);
+        await sleep(Math.max(1_000 * Number(err.headers?.get('retry-after') ?? 1), Math.min(3_000, 250 * attempt)));
         continue;
       }
       // No answer at all (the SDK's APIConnectionError: a reused keep-alive socket the front door
       // had closed, or the client's timeout on a loaded machine): the SDK's own default retries
       // these, and so does this. Were the lost attempt admitted, its row would outnumber the
       // answers, which the comparison at the end counts, so nothing admitted is hidden.
-      if (err instanceof OpenAI.APIConnectionError && attempt < 10) {
+      if (err instanceof OpenAI.APIConnectionError && more) {
         unanswered.set(err.message, (unanswered.get(err.message) ?? 0) + 1);
         await sleep(250 * attempt);
         continue;
@@ -294,7 +309,9 @@ afterAll(async () => {
   for (const doc of db.values()) doc.destroy();
   if (run?.child.pid !== undefined && run.child.exitCode === null) {
     process.kill(-run.child.pid, 'SIGTERM');
-    const stopped = await Promise.race([run.exited.then(() => true), sleep(30_000).then(() => false)]);
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = await Promise.race([run.exited.then(() => true), new Promise<boolean>((done) => (timer = setTimeout(() => done(false), 30_000)))]);
+    clearTimeout(timer); // (a pending timer would hold Jest for its whole 30 s)
     if (!stopped) process.kill(-run.child.pid, 'SIGKILL');
   }
   // Whatever a failed assertion or a crash left running: each region part's own process group.
@@ -337,48 +354,9 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   }
   expect(holdMicros).toBeGreaterThan(0);
 
-  // ---- Two 200-way races, at once, spread over both regions.
-  // The balance race: the workspace's credit fits `fitsBalance` holds.
-  const balanceMinor = Math.max(1, Math.round((90 * holdMicros) / MICROS_PER_MINOR));
-  const fitsBalance = Math.floor((balanceMinor * MICROS_PER_MINOR) / holdMicros);
-  expect(fitsBalance).toBeGreaterThan(10);
-  expect(fitsBalance).toBeLessThan(RACE - 10);
-  const poor = await workspace('poor', balanceMinor);
-  // The key-limit race: a rich workspace, its key's credit limit fits `fitsKey` holds.
-  const limitMinor = Math.max(1, Math.round((70 * holdMicros) / MICROS_PER_MINOR));
-  const fitsKey = Math.floor((limitMinor * MICROS_PER_MINOR) / holdMicros);
-  const limited = await workspace('limited', 100_000);
-  await admin('PUT', `/workspaces/${limited.workspaceId}/keys/${limited.keyId}/limit`, { amountMinor: limitMinor, window: 'monthly' });
-  await keyEverywhere(poor.rawKey);
-  await keyEverywhere(limited.rawKey);
-  // Both regions hold the credit and the limit before the race starts.
-  await replicated([poor.workspaceId, limited.workspaceId], 60_000);
-  await sleep(1_500); // every gateway's cache (1 s here) has read the limit
-
-  await simulator('/_sim/default', { model: 'sim-large', behavior: { kind: 'stall', ms: RACE_STALL_MS, afterChunks: 1 } });
-  // One race after the other (400 streams at once would only measure this machine's load).
-  const raceStarted = Date.now();
-  const balanceRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(poor.rawKey)));
-  const balanceRaceMs = Date.now() - raceStarted;
-  // Every answer is in: the admitted streams are ended by their clients (charged what they produced).
-  for (const a of balanceRace) a.stream?.controller.abort();
-  const keyRaceStarted = Date.now();
-  const keyRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(limited.rawKey)));
-  const keyRaceMs = Date.now() - keyRaceStarted;
-  for (const a of keyRace) a.stream?.controller.abort();
-  await simulator('/_sim/reset', {});
-
-  const summary = (answers: RaceAnswer[]) => ({
-    admitted: answers.filter((a) => a.admitted).length,
-    refusedCodes: [...new Set(answers.filter((a) => !a.admitted).map((a) => `${a.status} ${a.code}`))],
-    regions: [...new Set(answers.map((a) => a.region))].sort(),
-  });
-  const balanceSummary = summary(balanceRace);
-  const keySummary = summary(keyRace);
-  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; unanswered, retried: ${JSON.stringify(Object.fromEntries(unanswered))}; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
-  // The races' outcomes are asserted at the end, with the ledger they left, so one run shows every finding.
-
-  // ---- Load through the front door; the home region lost mid-load, then brought back.
+  // ---- Load through the front door; the home region lost mid-load, then brought back. First, so
+  // the lost region's holds (settled by its own sweeper once they expire, a request limit after
+  // their start) age while the races run on the regions brought back together.
   const load = await workspace('load', 100_000);
   await keyEverywhere(load.rawKey);
   await simulator('/_sim/default', { model: 'sim-small', behavior: { kind: 'ok', chunkDelayMs: 40 } });
@@ -434,6 +412,66 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   }
   await simulator('/_sim/reset', {});
 
+  // ---- Two 200-way races, at once, spread over both regions.
+  // The balance race: the workspace's credit fits `fitsBalance` holds.
+  const balanceMinor = Math.max(1, Math.round((90 * holdMicros) / MICROS_PER_MINOR));
+  const poor = await workspace('poor', balanceMinor);
+  // The key-limit race: a rich workspace, its key's credit limit fits `fitsKey` holds.
+  const limitMinor = Math.max(1, Math.round((70 * holdMicros) / MICROS_PER_MINOR));
+  const limited = await workspace('limited', 100_000);
+  await admin('PUT', `/workspaces/${limited.workspaceId}/keys/${limited.keyId}/limit`, { amountMinor: limitMinor, window: 'monthly' });
+  await keyEverywhere(poor.rawKey);
+  await keyEverywhere(limited.rawKey);
+  // A top-up lands in the home region: one short request in the other region first, as its own
+  // traffic would, moves that region its part of the credit, so each race runs on a balance split
+  // between the two (the integration suite races a region holding none). Charged like any other.
+  const warm = new Set<string>();
+  const west = state.regions[1] as RegionsStateFile['regions'][number];
+  for (const w of [poor, limited]) {
+    const direct = new OpenAI({ baseURL: `${west.gatewayUrl as string}/v1`, apiKey: w.rawKey, maxRetries: 5, timeout: 60_000 });
+    const { data, response } = await direct.chat.completions.create({ ...RACE_BODY, max_tokens: 16 }).withResponse();
+    for await (const chunk of data) void chunk;
+    warm.add(response.headers.get('x-sluice-request-id') as string);
+  }
+  // Both regions hold the credit, its split and the limit before the race starts, nothing held or in transit.
+  const before = await replicated([poor.workspaceId, limited.workspaceId], 60_000);
+  const [poorBefore, limitedBefore] = await Promise.all([poor, limited].map((w) => money(SETUP.regions[0] as string, w.workspaceId)));
+  expect([poorBefore, limitedBefore].map((b) => ({ held: b?.heldMicros, inTransit: b?.inTransitMicros, splitAcross: b?.regions.filter((r) => r.availableMicros > 0).length }))).toEqual([
+    { held: 0, inTransit: 0, splitAcross: 2 },
+    { held: 0, inTransit: 0, splitAcross: 2 },
+  ]);
+  // What fits now: the balance left, summed over both regions; the key limit less what the key was charged.
+  const fitsBalance = Math.floor((poorBefore as RegionalBalance).availableMicros / holdMicros);
+  const keyCharged = before.usage.filter((u) => u.workspaceId === limited.workspaceId && u.state === 'settled').reduce((a, u) => a + num(u.chargeMicros), 0);
+  const fitsKey = Math.floor((limitMinor * MICROS_PER_MINOR - keyCharged) / holdMicros);
+  expect(fitsBalance).toBeGreaterThan(10);
+  expect(fitsBalance).toBeLessThan(RACE - 10);
+  expect(fitsKey).toBeGreaterThan(10);
+  await sleep(1_500); // every gateway's cache (1 s here) has read the limit
+
+  await simulator('/_sim/default', { model: 'sim-large', behavior: { kind: 'stall', ms: RACE_STALL_MS, afterChunks: 1 } });
+  // One race after the other (400 streams at once would only measure this machine's load).
+  const raceStarted = Date.now();
+  const balanceRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(poor.rawKey, raceStarted + RACE_RETRY_MS)));
+  const balanceRaceMs = Date.now() - raceStarted;
+  // Every answer is in: the admitted streams are ended by their clients (charged what they produced).
+  for (const a of balanceRace) a.stream?.controller.abort();
+  const keyRaceStarted = Date.now();
+  const keyRace = await Promise.all(Array.from({ length: RACE }, () => raceOne(limited.rawKey, keyRaceStarted + RACE_RETRY_MS)));
+  const keyRaceMs = Date.now() - keyRaceStarted;
+  for (const a of keyRace) a.stream?.controller.abort();
+  await simulator('/_sim/reset', {});
+
+  const summary = (answers: RaceAnswer[]) => ({
+    admitted: answers.filter((a) => a.admitted).length,
+    refusedCodes: [...new Set(answers.filter((a) => !a.admitted).map((a) => `${a.status} ${a.code}`))],
+    regions: [...new Set(answers.map((a) => a.region))].sort(),
+  });
+  const balanceSummary = summary(balanceRace);
+  const keySummary = summary(keyRace);
+  console.log(`balance race: ${JSON.stringify(balanceSummary)} (fits ${fitsBalance}); key race: ${JSON.stringify(keySummary)} (fits ${fitsKey}); ${unavailable} answers 503 balance_unavailable, retried; unanswered, retried: ${JSON.stringify(Object.fromEntries(unanswered))}; the races took ${balanceRaceMs} and ${keyRaceMs} ms`);
+  // The races' outcomes are asserted at the end, with the ledger they left, so one run shows every finding.
+
   // ---- After replication catches up: every hold settled (the lost region's by its own sweeper), both replicas equal.
   const all = [calibration, poor, limited, load];
   const ids = all.map((w) => w.workspaceId);
@@ -455,19 +493,40 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   // A released row (an admission the gateway gave back after a store fault: nothing held or
   // charged) is never a usage row; every other row is one request's.
   const rowsOf = (w: TestWorkspace): Item[] => usage.filter((u) => u.workspaceId === w.workspaceId && u.state !== 'released');
+  /** A race's rows: its workspace's, but for the request that split the balance before it. */
+  const raceRowsOf = (w: TestWorkspace): Item[] => rowsOf(w).filter((u) => !warm.has(u.requestId as string));
   const charges = (rows: Item[]): number => rows.reduce((a, u) => a + num(u.chargeMicros), 0);
+  // A row whose request no client saw admitted: what it says and what its request was answered
+  // (printed; counted in `rows` below, so the comparison fails on it).
+  const admittedIds = new Set([...balanceRace, ...keyRace].filter((a) => a.admitted).map((a) => a.requestId));
+  const strays = (w: TestWorkspace): unknown[] =>
+    raceRowsOf(w)
+      .filter((u) => !admittedIds.has(u.requestId as string))
+      .map((u) => ({
+        requestId: u.requestId,
+        state: u.state,
+        outcome: u.outcome,
+        status: u.status,
+        chargeMicros: u.chargeMicros,
+        region: u.region,
+        answer: answered.get(u.requestId as string) ?? 'no answer carried its id',
+        // What the regions logged of it (its answer line, and any fault by kind: never a prompt or a reply).
+        logged: (run as Run).output().split('\n').filter((l) => l.includes(u.requestId as string)),
+      }));
+  console.log(`race rows without an admitted answer: ${JSON.stringify({ poor: strays(poor), limited: strays(limited) })}`);
   const found: Record<string, unknown> = {
     // The front door spread each race over both regions; exactly what fits was admitted, every
     // other request refused with its own code; one row per admitted request, none for a refusal.
-    balanceRace: { ...balanceSummary, rows: rowsOf(poor).length },
-    keyRace: { ...keySummary, rows: rowsOf(limited).length, keyChargesWithinLimit: charges(rowsOf(limited)) <= limitMinor * MICROS_PER_MINOR },
+    // Every answer came while every admitted stream was still open (before the request limit).
+    balanceRace: { ...balanceSummary, rows: raceRowsOf(poor).length, withinRequestLimit: balanceRaceMs < REQUEST_LIMIT_MS },
+    keyRace: { ...keySummary, rows: raceRowsOf(limited).length, keyChargesWithinLimit: charges(rowsOf(limited)) <= limitMinor * MICROS_PER_MINOR, withinRequestLimit: keyRaceMs < REQUEST_LIMIT_MS },
     // No lost charge: every reply a client received has its settled row.
     servedWithoutRow: served.filter((s) => !rowIds.has(s.requestId)).length,
     admittedWithoutRow: [...balanceRace, ...keyRace].filter((a) => a.admitted && !rowIds.has(a.requestId as string)).length,
   };
   const want: Record<string, unknown> = {
-    balanceRace: { admitted: fitsBalance, refusedCodes: ['402 insufficient_credit'], regions: ['us-east-1', 'us-west-2'], rows: fitsBalance },
-    keyRace: { admitted: fitsKey, refusedCodes: ['402 key_limit_exceeded'], regions: ['us-east-1', 'us-west-2'], rows: fitsKey, keyChargesWithinLimit: true },
+    balanceRace: { admitted: fitsBalance, refusedCodes: ['402 insufficient_credit'], regions: ['us-east-1', 'us-west-2'], rows: fitsBalance, withinRequestLimit: true },
+    keyRace: { admitted: fitsKey, refusedCodes: ['402 key_limit_exceeded'], regions: ['us-east-1', 'us-west-2'], rows: fitsKey, keyChargesWithinLimit: true, withinRequestLimit: true },
     servedWithoutRow: 0,
     admittedWithoutRow: 0,
   };

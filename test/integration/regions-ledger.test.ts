@@ -233,15 +233,19 @@ describe('two regions sharing global tables', () => {
       const quick = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 });
       expect(await quick.admit(request(ws, COST))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
       // A process that counts a region lost once it left an ask unanswered (here at once): its
-      // share is stranded, so the next short request is refused at once with the limit's 402,
-      // not made to wait again.
+      // share is stranded there, not used up, so the next short request is refused at once (not
+      // made to wait again, the lost region not asked) with a 503 to retry, never a 402 telling a
+      // rich workspace it is out of credit.
       const strict = new RegionalLedger(west.raw, tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 600 }, undefined, 0);
       expect((await strict.admit(request(ws, COST))).admitted).toBe(false);
       const asked = async (): Promise<number> => (await strict.transfers.counters(ws, { kind: 'credit' }))[HOME]?.asked ?? -1;
       const askedBefore = await asked();
       const lost = await strict.admit(request(ws, COST));
-      expect(lost).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+      expect(lost).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
       expect(await asked()).toBe(askedBefore); // no new ask: nothing was waited for
+      // More than the lost region holds could cover: that is the workspace's own 402, at once.
+      expect(await strict.admit(request(ws, 2_000 * COST))).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit', availableMicros: 1_000 * COST } });
+      expect(await asked()).toBe(askedBefore);
     } finally {
       await fx.startAgent(east);
     }
@@ -269,6 +273,31 @@ describe('two regions sharing global tables', () => {
     if (first.admitted) await settleAll(west, [first.hold]);
     await settleAll(west, more.admitted.get(WEST) ?? []);
     await expectInvariant(ws, 1_000 * COST);
+  });
+
+  test("a stream's hold that outgrows its region's share asks the other region for the rest, as an admission does, and grows; past what both hold it is cut", async () => {
+    const ws = await workspace();
+    await credit(east, ws, 100 * COST);
+    await caughtUp();
+    // The west holds nothing: its first request asks, and gets its part of what both hold spare.
+    const first = await west.ledger.admit(request(ws, COST));
+    if (!first.admitted) throw new Error('the first request in the west was refused');
+    await caughtUp();
+    const before = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+    const westSpare = before.regions[1]?.availableMicros ?? 0;
+    expect(westSpare).toBeGreaterThan(0);
+    expect(before.regions[0]?.availableMicros).toBeGreaterThan(10 * COST);
+    // Grown by more than the west holds, less than both hold: the west asks, the east gives, the hold grows.
+    const extra = westSpare + 5 * COST;
+    expect(await west.ledger.extend(first.hold, extra, OPEN, NOW + 500)).toBe(true);
+    const grown = { ...first.hold, amountMicros: first.hold.amountMicros + extra };
+    // Past what both hold: cut (the stream ends balance_exhausted), nothing held for it.
+    expect(await west.ledger.extend(grown, 200 * COST, OPEN, NOW + 600)).toBe(false);
+    // Settled on what it produced: the invariant summed over both regions, the grown hold given back whole.
+    expect(await west.ledger.settle(grown, settlement(extra))).toBe(true);
+    await expectInvariant(ws, 100 * COST);
+    const after = await readRegionalBalance(west.doc, tables(), SETUP, ws);
+    expect({ held: after.heldMicros, spent: after.spentMicros }).toEqual({ held: 0, spent: extra });
   });
 
   test("a store fault while reading the other region's figures is a 503 to retry, not a 402: whether it could cover the request is unknown", async () => {

@@ -22,6 +22,8 @@
  *   whole rate in the minute, exactly, every refusal `rate_limit_exceeded`, both regions' counts
  *   never past the rate while it runs; a transfer of the minute's requests is applied once under
  *   replays and racing receivers, and each region alone then admits its share plus or minus it.
+ * - The door's count (`countRequest`: a `GET`, or a request refused before admission) asks as an
+ *   admission does: 100 counts at once in one region count the whole rate, exactly.
  * - The same with a key credit limit tracked, so the minute counts on the key window's item
  *   (`keyRateWindow`): a give counts on the giver's minute slot, a receive raises the receiver's
  *   minute bound (`b<m>`); the race admits the whole rate with no request counter written, and a
@@ -367,6 +369,21 @@ describe.each(PLACES)("a key's request rate split between two regions, $place", 
     expect(peerCounters(await transferItem(west, ws, at.quantity()), HOME).asked).toBe(asked);
     await settleAll(ledgerOf(west), admitted.get(WEST) ?? [], settlement(COST));
     await fx.expectInvariant(ws, 2_000 * COST);
+  });
+
+  test("the door's count (a GET, or a request refused before admission) asks too: 100 at once in one region count the whole rate in the minute, exactly; a late one is refused without asking", async () => {
+    const ws = await creditedWorkspace();
+    const window = at.limits().keyRateWindow;
+    const counted = await Promise.all(Array.from({ length: 100 }, () => ledgerOf(west).countRequest(ws, 'key_a', RATE, NOW, window)));
+    expect(counted.filter((c) => c.retryAfterSeconds === undefined)).toHaveLength(RATE);
+    expect(counted.filter((c) => c.retryAfterSeconds !== undefined)).toHaveLength(100 - RATE);
+    // The east, which had no traffic, gave its whole share of the minute; the west counts its own share.
+    expect(await at.giverRequests(ws)).toBe(RATE / 2);
+    expect(await at.used(west, ws)).toBe(RATE / 2);
+    const asked = peerCounters(await transferItem(west, ws, at.quantity()), HOME).asked;
+    expect(asked).toBeGreaterThan(0);
+    expect((await ledgerOf(west).countRequest(ws, 'key_a', RATE, NOW, window)).retryAfterSeconds).toBeGreaterThan(0);
+    expect(peerCounters(await transferItem(west, ws, at.quantity()), HOME).asked).toBe(asked);
   });
 
   test("a transfer of a key's minute is applied exactly once under replayed stream records and racing receivers", async () => {
