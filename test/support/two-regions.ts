@@ -144,7 +144,7 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
     log: () => undefined,
   });
   const startAgent = async (r: TwoRegionsRegion<X>): Promise<void> => {
-    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup, region: r.name, intervalMs: 50, wrap: (doc) => wrap(doc, r), log: () => undefined });
+    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup, region: r.name, intervalMs: 100, wrap: (doc) => wrap(doc, r), log: () => undefined });
   };
   for (const r of [east, west]) await startAgent(r);
 
