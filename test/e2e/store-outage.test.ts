@@ -30,7 +30,8 @@ const REQUEST_LIMIT_MS = 6_000;
 
 beforeAll(async () => {
   dataDir = mkdtempSync(path.join(tmpdir(), 'sluice-outage-'));
-  db = await startDynamoLocal({ dataDir, readyTimeoutMs: 60_000 });
+  // This file's own instance, for half a minute: C1 only starts it (and starts it again) on half the CPU.
+  db = await startDynamoLocal({ dataDir, readyTimeoutMs: 60_000, jit: 'quick' });
   stack = await startStack({
     dynamoEndpoint: db.endpoint,
     env: {
@@ -120,7 +121,7 @@ it('refusing connections: 503 at once; a settlement that could not be written is
   expect(logged.some((l) => l.includes('"phase":"settle"'))).toBe(true);
   expect(logged.join('\n')).not.toContain('hello');
 
-  db = await startDynamoLocal({ dataDir, port, readyTimeoutMs: 60_000 });
+  db = await startDynamoLocal({ dataDir, port, readyTimeoutMs: 60_000, jit: 'quick' });
   const held = await stack.balance();
   expect(held.heldMicros).toBeGreaterThan(0); // the hold is still there: nothing was lost
   expectInvariant(held);
