@@ -1,7 +1,9 @@
 /*
- * Amazon DynamoDB Local, listening on 127.0.0.1 only. Run by local/dynamo-local.ts with Java's
- * one-file source launcher (`java -cp <the jar and its libraries> dynamo-local-loopback.java <DynamoDB
- * Local's own options>`), so there is nothing to build.
+ * Amazon DynamoDB Local, listening on 127.0.0.1 only. Run by local/dynamo-local.ts, which compiles
+ * it once with Java's own compiler module (`java -cp <its class folder, the jar and its libraries>
+ * LoopbackDynamoDBLocal <DynamoDB Local's own options>`), or, where it cannot, with Java's one-file
+ * source launcher (`java -cp <the jar and its libraries> dynamo-local-loopback.java <options>`), so
+ * there is nothing for anyone to build.
  *
  * Why it exists: DynamoDB Local has no option for its listen address (its -help lists -port, not a
  * host), and its server is Jetty's `new Server(port)`, which binds every interface; the npm package

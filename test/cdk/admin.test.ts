@@ -18,7 +18,11 @@ interface Statement {
   readonly Resource: unknown;
 }
 
-const template = Template.fromStack(new SluiceStack(new App(), 'Sluice-dev', { stage: stageSettings('dev'), providers: PROVIDERS }));
+// Without bundling the functions' code: nothing here reads it, and esbuild costs seconds
+// (test/cdk/sluice-stack.test.ts bundles the dev stage's functions).
+const template = Template.fromStack(
+  new SluiceStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Sluice-dev', { stage: stageSettings('dev'), providers: PROVIDERS }),
+);
 const resources = (type: string): Record<string, Resource> => template.findResources(type) as Record<string, Resource>;
 
 const adminFnId = ((): string => {

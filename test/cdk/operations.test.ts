@@ -31,12 +31,14 @@ interface Statement {
   readonly Resource: unknown;
 }
 
-// dev without an e-mail, stg and prod with one: both shapes of the topic are checked.
+// dev without an e-mail, stg and prod with one: both shapes of the topic are checked. One synthesis
+// per stage for the whole file, without bundling the functions' code: nothing here reads it, and
+// esbuild costs seconds a synthesis (test/cdk/sluice-stack.test.ts bundles every stage's).
 const built: Partial<Record<StageName, { stack: SluiceStack; template: Template }>> = {};
 function build(stage: StageName): { stack: SluiceStack; template: Template } {
   const existing = built[stage];
   if (existing !== undefined) return existing;
-  const app = new App();
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const settings = stageSettings(stage, stage === 'dev' ? {} : { alarmEmail: EMAIL });
   const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: settings, providers: PROVIDERS });
   const made = { stack, template: Template.fromStack(stack) };

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { ALL_TABLES, TABLES, type TableName } from '../../lambdas/shared/schema';
@@ -26,9 +29,14 @@ interface Statement {
   readonly Resource: unknown;
 }
 
-// One synthesis per stage for the whole file: bundling makes each one cost a second or two.
+// One synthesis per stage for the whole file: bundling makes each one cost seconds. Every stage's
+// app writes to one assembly folder, so CDK's own asset cache (keyed by the folder, the source and
+// the bundling options) bundles a function once when its options are the same in every stage, as
+// it would for two stages in one app; a stage whose options differ is bundled again.
+const outdir = mkdtempSync(path.join(tmpdir(), 'sluice-stack-test-'));
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 function synth(stage: StageName): Template {
-  const app = new App();
+  const app = new App({ outdir });
   const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: stageSettings(stage), providers: PROVIDERS });
   return Template.fromStack(stack);
 }

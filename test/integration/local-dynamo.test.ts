@@ -195,6 +195,11 @@ describe('startDynamoLocal', () => {
     const client = makeDynamoClient(db.endpoint);
     try {
       expect(db.endpoint).toBe(`http://127.0.0.1:${db.port}`);
+      // The launcher compiled once (the global setup's start compiled it), run as a class: Java is
+      // not compiling the source again at every start.
+      const args = readFileSync(`/proc/${db.pid}/cmdline`, 'utf8').split('\0');
+      expect(args).toContain('LoopbackDynamoDBLocal');
+      expect(args.some((a) => a.endsWith('.java'))).toBe(false);
       await expectLoopbackOnly(db.port);
       // Tables written, so DynamoDB Local has created (or rewritten) its files under its own umask.
       await ensureTables(client, 'modes-');

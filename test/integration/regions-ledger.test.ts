@@ -87,7 +87,7 @@ const t = (name: Parameters<typeof tableName>[1]): string => tableName(prefix, n
 const tables = (): { ledger: string; usage: string } => ({ ledger: t('ledger'), usage: t('usage') });
 
 beforeAll(async () => {
-  fx = await startTwoRegions({ tag: 'r', setup: SETUP, lagMs: 200, onDisk: true, extra: () => ({ writes: [] as Written[] }), wrap: (inner, r) => recording(inner, r.writes) });
+  fx = await startTwoRegions({ tag: 'r', setup: SETUP, lagMs: 200, extra: () => ({ writes: [] as Written[] }), wrap: (inner, r) => recording(inner, r.writes) });
   prefix = fx.prefix;
   // The fixture's own region objects (a test may start another agent on one: the fixture stops whichever is there).
   east = Object.assign(fx.east, { ledger: new RegionalLedger(fx.east.raw, tables(), asRegion(SETUP, HOME)) });

@@ -127,13 +127,16 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
   };
 
   const [east, west] = await Promise.all([startRegion(HOME), startRegion(WEST)]);
-  for (const r of [east, west]) {
-    await ensureTables(r.client, prefix, { streamEveryTable: options.everyTable === true });
-    // Global tables stream every replica (MREC replicates through the streams); `everyTable` streams them all already.
-    for (const table of options.everyTable === true ? [] : (['ledger', 'rollups'] as const)) {
-      await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
-    }
-  }
+  // Each region's tables in its own DynamoDB Local, both at once.
+  await Promise.all(
+    [east, west].map(async (r) => {
+      await ensureTables(r.client, prefix, { streamEveryTable: options.everyTable === true });
+      // Global tables stream every replica (MREC replicates through the streams); `everyTable` streams them all already.
+      for (const table of options.everyTable === true ? [] : (['ledger', 'rollups'] as const)) {
+        await r.client.send(new UpdateTableCommand({ TableName: t(table), StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' } }));
+      }
+    }),
+  );
   const replicator = await startReplicator({
     regions: [east, west].map((r) => ({ name: r.name, endpoint: r.db.endpoint })),
     tables: options.everyTable === true ? ALL_TABLES.map((schema) => t(schema.name)) : [t('ledger'), t('usage'), t('rollups')],
@@ -141,7 +144,7 @@ export async function startTwoRegions<X>(options: TwoRegionsOptions<X>): Promise
     log: () => undefined,
   });
   const startAgent = async (r: TwoRegionsRegion<X>): Promise<void> => {
-    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup, region: r.name, intervalMs: 50, wrap: (doc) => wrap(doc, r), log: () => undefined });
+    r.agent = await startTransferAgent({ endpoint: r.db.endpoint, tablePrefix: prefix, setup, region: r.name, intervalMs: 100, wrap: (doc) => wrap(doc, r), log: () => undefined });
   };
   for (const r of [east, west]) await startAgent(r);
 
