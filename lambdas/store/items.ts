@@ -535,13 +535,12 @@ export function minuteGive(item: Item | undefined, minute: number, share: number
   if (typeof seen === 'number' && Math.floor(seen / COUNT_SPAN) === minute) {
     u.add(name, x);
     u.when(`${q} BETWEEN ${u.v(floor)} AND ${u.v(floor + cap - x)}`);
-    // A capacity above the share is the bound's, which only grows within its minute.
-    if (cap > share) u.when(`${u.a(boundSlotName(minute))} >= ${u.v(floor + cap)}`);
   } else {
     u.when(typeof seen === 'number' ? `${q} = ${u.v(seen)}` : `attribute_not_exists(${q})`);
     u.set(`${q} = ${u.v(floor + x)}`);
-    if (cap > share) u.when(`${u.a(boundSlotName(minute))} >= ${u.v(floor + cap)}`);
   }
+  // A capacity above the share is the bound's, which only grows within its minute.
+  if (cap > share) u.when(`${u.a(boundSlotName(minute))} >= ${u.v(floor + cap)}`);
   if (ttl !== undefined) {
     const t = u.a('ttl');
     u.set(`${t} = if_not_exists(${t}, ${u.v(ttl)})`);
