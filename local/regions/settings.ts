@@ -16,6 +16,9 @@ export const LAG_ENV = 'SLUICE_REPLICATION_LAG_MS';
 /** `spread` (by default: one region per client connection) or `ordered` (the first healthy region). */
 export const ROUTING_ENV = 'SLUICE_FRONT_DOOR_ROUTING';
 
+/** How each region's DynamoDB Local compiles: `full` (HotSpot's default) or `quick` (see `jit` in `../dynamo-local.ts`). */
+export const JIT_ENV = 'SLUICE_DYNAMODB_JIT';
+
 /** Two regions, as the issue's example stage lists them; the first is the home region. */
 export const DEFAULT_REGIONS: readonly string[] = ['us-east-1', 'us-west-2'];
 export const DEFAULT_LAG_MS = 500;
@@ -38,6 +41,17 @@ export function lagFrom(env: Readonly<Record<string, string | undefined>>): numb
   const ms = Number(raw);
   if (!Number.isSafeInteger(ms) || ms < 0 || ms > 600_000) throw new Error(`${LAG_ENV} must be 0 to 600000 milliseconds, got ${JSON.stringify(raw)}`);
   return ms;
+}
+
+/**
+ * The regions' DynamoDB Locals' compilation from `SLUICE_DYNAMODB_JIT`: `full` by default, for a
+ * run that lasts; `quick` (C1 only) for one of a few minutes, such as a test's.
+ */
+export function jitFrom(env: Readonly<Record<string, string | undefined>>): 'quick' | 'full' {
+  const raw = env[JIT_ENV];
+  if (raw === undefined || raw === '' || raw === 'full') return 'full';
+  if (raw === 'quick') return 'quick';
+  throw new Error(`${JIT_ENV} must be full or quick, got ${JSON.stringify(raw)}`);
 }
 
 /** The front door's routing from `SLUICE_FRONT_DOOR_ROUTING`. */

@@ -22,8 +22,10 @@
  *
  * Environment: `SLUICE_REGIONS` (default `us-east-1,us-west-2`), `SLUICE_REPLICATION_LAG_MS` (500),
  * `SLUICE_FRONT_DOOR_ROUTING` (`spread` or `ordered`), `PORT`, `SLUICE_ADMIN_PORT`,
- * `SLUICE_CONSOLE_PORT`, `SLUICE_LOCAL_HOME`, `SLUICE_LOCAL_SWEEP_EVERY_MS`, and the variables the
- * functions read (`SLUICE_REQUEST_LIMIT_MS`, `SLUICE_CACHE_TTL_MS`, …), passed to every region.
+ * `SLUICE_CONSOLE_PORT`, `SLUICE_LOCAL_HOME`, `SLUICE_LOCAL_SWEEP_EVERY_MS`,
+ * `SLUICE_DYNAMODB_JIT` (`full`, or `quick` for a run of a few minutes: see `jit` in
+ * `../dynamo-local.ts`), and the variables the functions read (`SLUICE_REQUEST_LIMIT_MS`,
+ * `SLUICE_CACHE_TTL_MS`, …), passed to every region.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -43,7 +45,7 @@ import { localStatePaths } from '../state-paths';
 import { ensureTables, makeDynamoClient } from '../tables';
 import { startFrontDoor } from './front-door';
 import { type Replicator, startReplicator } from './replicator';
-import { HOME_REGION_ENV, lagFrom, REGION_ENV, regionsFrom, REGIONS_ENV, type RegionState, type RegionsStateFile, routingFrom } from './settings';
+import { HOME_REGION_ENV, jitFrom, lagFrom, REGION_ENV, regionsFrom, REGIONS_ENV, type RegionState, type RegionsStateFile, routingFrom } from './settings';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -73,6 +75,7 @@ const REGIONS = regionsFrom(process.env);
 const HOME_REGION = REGIONS[0] as string;
 const LAG_MS = lagFrom(process.env);
 const ROUTING = routingFrom(process.env);
+const JIT = jitFrom(process.env);
 
 const log = (line: string): void => console.log(`[sluice] ${line}`);
 const warn = (line: string): void => console.error(`[sluice] ${line}`);
@@ -194,6 +197,7 @@ async function startRegionDb(r: Region): Promise<DynamoLocal> {
     ...(r.dbPort === undefined ? {} : { port: r.dbPort }),
     detached: true,
     readyTimeoutMs: 60_000,
+    jit: JIT,
   });
   r.db = db;
   r.dbPort = db.port;

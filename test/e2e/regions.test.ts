@@ -93,6 +93,8 @@ function startRegions(port: number): Run {
     SLUICE_LOCAL_SWEEP_EVERY_MS: '1000',
     SLUICE_CACHE_TTL_MS: '1000',
     SLUICE_KEY_RATE_PER_MINUTE: '100000',
+    // Its two DynamoDB Locals live four or five minutes: C1 only, as the two-region fixture's do.
+    SLUICE_DYNAMODB_JIT: 'quick',
   };
   for (const name of Object.keys(env)) if (name.startsWith('SLUICE_PROVIDER_KEY_') || name === 'SLUICE_LOCAL_SECRETS_FILE' || name.startsWith('SLUICE_REGION') || name === 'SLUICE_HOME_REGION') delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', 'local/regions/start-regions.ts'], { cwd: REPO, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -2,7 +2,7 @@
  * `npm run start:regions`' settings: the regions (two or more, the home region first), the
  * replication lag and the front door's routing, each refused loudly when it cannot be right.
  */
-import { DEFAULT_LAG_MS, DEFAULT_REGIONS, lagFrom, regionsFrom, routingFrom } from '../../local/regions/settings';
+import { DEFAULT_LAG_MS, DEFAULT_REGIONS, jitFrom, lagFrom, regionsFrom, routingFrom } from '../../local/regions/settings';
 
 describe('start:regions settings', () => {
   it('defaults to two regions, the home region first, a 500 ms lag and spread routing', () => {
@@ -25,6 +25,14 @@ describe('start:regions settings', () => {
 
   it.each([['-1'], ['1.5'], ['soon'], ['600001']])('refuses SLUICE_REPLICATION_LAG_MS=%j', (raw) => {
     expect(() => lagFrom({ SLUICE_REPLICATION_LAG_MS: raw })).toThrow(/SLUICE_REPLICATION_LAG_MS must be 0 to 600000/);
+  });
+
+  it("compiles the regions' DynamoDB Locals fully unless told quick, and refuses anything else", () => {
+    expect(jitFrom({})).toBe('full');
+    expect(jitFrom({ SLUICE_DYNAMODB_JIT: '' })).toBe('full');
+    expect(jitFrom({ SLUICE_DYNAMODB_JIT: 'full' })).toBe('full');
+    expect(jitFrom({ SLUICE_DYNAMODB_JIT: 'quick' })).toBe('quick');
+    expect(() => jitFrom({ SLUICE_DYNAMODB_JIT: 'c1' })).toThrow(/SLUICE_DYNAMODB_JIT must be full or quick, got "c1"/);
   });
 
   it('refuses a routing it does not know', () => {
