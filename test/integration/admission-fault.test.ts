@@ -139,11 +139,14 @@ async function sweepLater(): Promise<{ swept: number; chargedMicros: number }> {
   return sweep({ doc: stack.tables.doc, usageTable: t('usage'), ledger, stage: 'local', writeLine: () => undefined }, Date.now() + 10 * REQUEST_LIMIT_MS);
 }
 
-/** Runs `work` with the gateway's fault lines (logged by kind) kept off the test's output. */
-async function quietly<T>(work: () => Promise<T>): Promise<T> {
-  const spy = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+/** Runs `work` with the gateway's fault lines (logged by kind) kept off the test's output; `work` may read them. */
+async function quietly<T>(work: (logged: () => string[]) => Promise<T>): Promise<T> {
+  const lines: string[] = [];
+  const spy = jest.spyOn(console, 'error').mockImplementation((...args: unknown[]) => {
+    lines.push(args.map(String).join(' '));
+  });
   try {
-    return await work();
+    return await work(() => lines);
   } finally {
     spy.mockRestore();
   }
@@ -222,10 +225,13 @@ describe('an admission that fails without an answer', () => {
 
     fault = 'applied';
     downAfter = true;
-    const id = await quietly(async () => {
+    const id = await quietly(async (logged) => {
       const refused = await refusedId(ask());
-      // The gateway tries until the request's budget is spent, then gives up.
-      await new Promise((resolve) => setTimeout(resolve, REQUEST_LIMIT_MS + 1_000));
+      // The gateway tries until the request's budget is spent, then gives up: its release's fault
+      // line says so (it comes once the next pause would pass the budget, which can be before it ends).
+      const gaveUp = (): boolean => logged().some((l) => l.includes(refused) && l.includes('"phase":"release"'));
+      for (const until = Date.now() + REQUEST_LIMIT_MS + 5_000; !gaveUp() && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(gaveUp()).toBe(true);
       return refused;
     });
     storeDown = false;
