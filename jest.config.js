@@ -14,7 +14,9 @@ module.exports = {
   transformIgnorePatterns: ['/node_modules/(?!@middy/)'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-  testTimeout: 30000,
+  // A test's own time, beyond which it is failed as hung. With three suites on two cores the CPU-heavy
+  // ones (a CDK synthesis that bundles, a browser, a soak) took up to two thirds of the 30 s this was.
+  testTimeout: 60000,
   // Three suites at once on CI's 2 cores: many suites wait part of their time (a sleep past a cache
   // time or an expiry, a sweeper's next run, a child process starting), and a third suite uses the
   // CPU they leave idle.
