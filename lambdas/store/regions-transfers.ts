@@ -33,10 +33,10 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit, type SliceView } from '../core/admission';
 import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
+import { keyTotals } from '../core/key-slices';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
 import { COUNTER_NAMES, countWindowTtl, KEY_WINDOW_NAMES, keyShareView, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteShareView, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
-import { keyTotals } from '../core/key-slices';
 import { keyPk, memberPk, sliceKey } from './keys';
 import { DynamoLedger, type KeyShareSpec, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
@@ -578,10 +578,10 @@ export class RegionTransfers {
         }
       } else if (q.kind === 'rate' && q.rateWindow !== undefined) {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
-        // Counted as requests of the minute on key slice 0's window slot, conditioned on the room
-        // (the share, or the bound received) still being there.
         // Counted on key slice 0 alone: what it lent the key's other key slices and they left unspent comes back first.
         if (give > 0) give = Math.min(give, Math.max(0, await this.keyRoomOnSliceZero(workspaceId, q, give, ttl)));
+        // Counted as requests of the minute on key slice 0's window slot, conditioned on the room
+        // (the share, or the bound received) still being there.
         const home = give > 0 ? await this.readRateHome(workspaceId, q) : undefined;
         const share = regionShare(this.setup, q.ratePerMinute);
         const minute = rateMinuteOf(q);
