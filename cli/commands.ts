@@ -167,6 +167,8 @@ interface WorkspaceView {
   keySlots: number;
   balance: { available: { micros: number }; held: { micros: number }; spent: { micros: number }; credited: { micros: number } };
   month: { id: string; settled: { micros: number }; held: { micros: number } };
+  /** Each region's part, in a stage with several regions. */
+  regions?: { region: string; available: { micros: number }; held: { micros: number } }[] | null;
   members: { memberId: string; role: string; email: string | null; monthlyLimit: { micros: number } | null }[];
   profiles: { identifier: string; models: string[] }[];
 }
@@ -182,6 +184,8 @@ function describeWorkspace(v: WorkspaceView): string[] {
     `spent            ${money(v.balance.spent.micros)}`,
     `credited         ${money(v.balance.credited.micros)}`,
     `month ${v.month.id}    settled ${money(v.month.settled.micros)}, held ${money(v.month.held.micros)}`,
+    // A stage with several regions: each region's part (a region that is down strands its part until it returns).
+    ...(v.regions ?? []).map((r) => `  in ${r.region.padEnd(14)} available ${money(r.available.micros)}, held ${money(r.held.micros)}`),
     '',
     `spend rate cap   ${minorMoney(v.spendRateCapMinor)} per 60 s`,
     `monthly limit    ${money(v.monthlyLimit?.micros)}`,

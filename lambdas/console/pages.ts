@@ -28,7 +28,19 @@ const moneyField = (name: string, label: string, placeholder = '20.00'): string 
   `<label>${esc(label)} <input name="${esc(name)}" data-kind="money" inputmode="decimal" placeholder="${esc(placeholder)}" autocomplete="off"></label>`;
 const stat = (label: string, value: string, testId: string): string => `<div class="stat"><dt>${esc(label)}</dt><dd data-testid="${esc(testId)}">${value}</dd></div>`;
 
-/** The workspace: balance, this month, the pause, the spend-rate cap and the monthly limit. */
+/**
+ * In a stage with several regions, each region's part of the balance: requests are served in each
+ * region from its own part (moved between regions as needed), and the part of a region that is
+ * down stays there, stranded, until it returns. Nothing in a stage with one region.
+ */
+function byRegion(w: WorkspaceView): string {
+  if (w.regions === null || w.regions.length < 2) return '';
+  return `<h2>By region</h2>
+<p>Each region serves from its own part of the balance, and credit moves between regions as their traffic needs it. If a region goes down, its part stays there (stranded, not lost) until the region returns; the other regions keep serving from their own parts.</p>
+${table(['Region', 'Available', 'Held now'], w.regions.map((r) => [esc(r.region), money(r.available.micros), money(r.held.micros)]), 'by-region')}`;
+}
+
+/** The workspace: balance, this month, the pause, the spend-rate cap and the monthly limit (and, across regions, each region's part). */
 export function workspacePage(s: ConsoleSession, w: WorkspaceView, keyRatePerMinute: number): string {
   const owner = s.role === 'owner';
   const pause = w.paused
@@ -45,7 +57,7 @@ ${stat('Monthly limit', w.monthlyLimit === null ? 'None' : money(w.monthlyLimit.
 ${stat('Key slots held', `${w.keySlots} of 5`, 'key-slots')}
 ${stat('Requests per key', `${keyRatePerMinute} a minute (set by Sluice)`, 'key-rate')}
 </dl>
-<h2>Pause</h2>
+${byRegion(w)}<h2>Pause</h2>
 <p>A paused workspace refuses every request with 503 <code>paused_by_owner</code> and charges nothing; keys stay as they are.</p>
 ${pause}
 ${ownerOnly(s, 'pause or resume the workspace')}

@@ -118,6 +118,12 @@ export interface WorkspaceView {
   };
   /** The current UTC calendar month's window of the workspace monthly limit. */
   readonly month: { readonly id: string; readonly settled: MoneyView; readonly held: MoneyView };
+  /**
+   * In a stage with several regions, each region's part of the balance (its own slices, read in
+   * this region's replica): what a region that is down holds is stranded there until it returns.
+   * null in a stage with one region.
+   */
+  readonly regions: readonly { readonly region: string; readonly available: MoneyView; readonly held: MoneyView }[] | null;
   readonly members: readonly {
     readonly memberId: string;
     readonly role: 'owner' | 'member';
@@ -164,6 +170,7 @@ export async function showWorkspace(
       credited: money(balance?.creditedMicros ?? 0),
     },
     month: { id: month, settled: money(window?.settledMicros ?? 0), held: money(window?.heldMicros ?? 0) },
+    regions: summary.regions === undefined ? null : summary.regions.map((r) => ({ region: r.region, available: money(r.availableMicros), held: money(r.heldMicros) })),
     members: members
       .map((m) => ({
         memberId: m.memberId,

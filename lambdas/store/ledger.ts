@@ -47,6 +47,16 @@ import { requestIdTime } from '../core/request-id';
 type TransactItems = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>;
 type TransactItem = TransactItems[number];
 
+/**
+ * One of a key's quantities split over its key slices, as a key rebalance moves it: its key
+ * window's money (`sk` the window, under the limit this ledger checks), or its minute of requests
+ * (`sk` the minute's counter; `rateWindow`, the key window item key slice 0 counts the minute on,
+ * when it does). `ttl` is what a move writes on an item that has none.
+ */
+export type KeyShareSpec =
+  | { readonly kind: 'window'; readonly sk: string; readonly limitMicros: number; readonly ttl: number | undefined }
+  | { readonly kind: 'rate'; readonly sk: string; readonly ratePerMinute: number; readonly minute: number; readonly rateWindow?: string; readonly ttl: number };
+
 /** Table names the ledger writes, and what its usage rows keep. */
 export interface LedgerTables {
   readonly ledger: string;
@@ -1160,10 +1170,9 @@ export class DynamoLedger implements Ledger {
     // Key slice 0 is spent, but what it lent may be unspent on the key's other slices: count the
     // request there, or refuse only when a consistent read of every key slice shows the minute full.
     // (Or its count slot came round holding an earlier minute's figure: the minute starts over there.)
+    const spec: KeyShareSpec = { kind: 'rate', sk, ratePerMinute, minute, ttl, ...(rateWindow !== undefined ? { rateWindow } : {}) };
     for (let attempt = 0; attempt < 8; attempt += 1) {
-      const keys = Array.from({ length: KEY_SLICE_READ }, (_, k) => (k === 0 ? home : { pk: keySlicePk(workspaceId, keyId, k), sk }));
-      const got = await this.readConsistently(keys, keys.length);
-      const shares = got.map((item, k) => (k === 0 && rateWindow !== undefined ? minuteShareView(item, minute, ratePerMinute) : keyShareView(k, item, COUNTER_NAMES)));
+      const { shares, items: got } = await this.readKeyShares(workspaceId, keyId, spec);
       if (keyTotals(shares).used >= ratePerMinute) return { retryAfterSeconds: Math.max(1, Math.ceil((60_000 - (now % 60_000)) / 1000)) };
       const lent = shares.find((x) => x.slice !== 0 && x.tag === ratePerMinute && x.room >= 1);
       try {
@@ -1172,13 +1181,7 @@ export class DynamoLedger implements Ledger {
           return {};
         }
         // Headroom lent under another rate: take it back to slice 0, then count there.
-        const items: TransactItems = [];
-        for (const edit of planKeyRebalance(shares, 0, 1, ratePerMinute, KEY_SLICE_READ)) {
-          const seen = shares[edit.slice];
-          const built =
-            seen === undefined ? undefined : edit.slice === 0 && rateWindow !== undefined ? minuteShareRebalance(edit, got[0], minute, ratePerMinute) : keyShareRebalance(edit, seen, COUNTER_NAMES, ratePerMinute, ttl);
-          if (built !== undefined) items.push(update(this.tables.ledger, edit.slice === 0 ? home : { pk: keySlicePk(workspaceId, keyId, edit.slice), sk }, built));
-        }
+        const items = this.keyShareMoves(workspaceId, keyId, spec, shares, got, planKeyRebalance(shares, 0, 1, ratePerMinute, KEY_SLICE_READ));
         if (items.length > 0) await this.db.send(new TransactWriteCommand({ TransactItems: items }));
         await countHome(rateWindow !== undefined && staleCount(got[0], minute) !== undefined);
         return {};
@@ -1188,6 +1191,63 @@ export class DynamoLedger implements Ledger {
       }
     }
     throw new LedgerContentionError('the key request count did not settle after repeated conflicts');
+  }
+
+  /** Where each key slice keeps a key's share of a quantity (key slice 0's: the minute's key window item, when the minute counts there). */
+  private keyShareKeys(workspaceId: string, keyId: string, spec: KeyShareSpec): { pk: string; sk: string }[] {
+    const home = spec.kind === 'rate' ? (spec.rateWindow ?? spec.sk) : spec.sk;
+    return Array.from({ length: KEY_SLICE_READ }, (_, k) => ({ pk: keySlicePk(workspaceId, keyId, k), sk: k === 0 ? home : spec.sk }));
+  }
+
+  /**
+   * A key's shares of a quantity on every key slice, read consistently (one TransactGetItems): its
+   * key window's money, or its minute of requests. Key slice 0's `used` counts what it lent the
+   * others; `keyTotals` gives the key's real use.
+   */
+  async readKeyShares(workspaceId: string, keyId: string, spec: KeyShareSpec): Promise<{ shares: KeyShareView[]; items: (Item | undefined)[] }> {
+    const items = await this.readConsistently(this.keyShareKeys(workspaceId, keyId, spec), KEY_SLICE_READ);
+    const shares = items.map((item, k) =>
+      spec.kind === 'window' ? keyShareView(k, item, KEY_WINDOW_NAMES) : k === 0 && spec.rateWindow !== undefined ? minuteShareView(item, spec.minute, spec.ratePerMinute) : keyShareView(k, item, COUNTER_NAMES),
+    );
+    return { shares, items };
+  }
+
+  /** The writes of a key rebalance's edits on the key slices read (`shares`, `items`), each conditioned as `keyShareRebalance` (or, for key slice 0's minute on a window item, `minuteShareRebalance`) says. */
+  private keyShareMoves(workspaceId: string, keyId: string, spec: KeyShareSpec, shares: readonly KeyShareView[], items: readonly (Item | undefined)[], edits: readonly KeyShareEdit[]): TransactItems {
+    const keys = this.keyShareKeys(workspaceId, keyId, spec);
+    const limit = spec.kind === 'window' ? spec.limitMicros : spec.ratePerMinute;
+    const out: TransactItems = [];
+    for (const edit of edits) {
+      const seen = shares[edit.slice];
+      const key = keys[edit.slice];
+      if (seen === undefined || key === undefined) continue;
+      const built =
+        spec.kind === 'rate' && edit.slice === 0 && spec.rateWindow !== undefined
+          ? minuteShareRebalance(edit, items[0], spec.minute, limit)
+          : keyShareRebalance(edit, seen, spec.kind === 'window' ? KEY_WINDOW_NAMES : COUNTER_NAMES, limit, spec.ttl);
+      if (built !== undefined) out.push(update(this.tables.ledger, key, built));
+    }
+    return out;
+  }
+
+  /**
+   * Takes back onto key slice 0 what it lent the key's other key slices of a quantity and they have
+   * not spent, so key slice 0 holds `want` of its own room if the key's share has it (with a fair
+   * share of what is left, as `planKeyRebalance` plans it): before a region gives the key's
+   * headroom to another region (a give is counted on key slice 0 alone). One transaction on this
+   * region's own items, each move conditioned on what was read; a cancelled one is left (an
+   * admission moved the figures: the give then takes what key slice 0 has).
+   */
+  async reclaimKeyShares(workspaceId: string, keyId: string, spec: KeyShareSpec, want: number): Promise<void> {
+    const { shares, items } = await this.readKeyShares(workspaceId, keyId, spec);
+    const limit = spec.kind === 'window' ? spec.limitMicros : spec.ratePerMinute;
+    const moves = this.keyShareMoves(workspaceId, keyId, spec, shares, items, planKeyRebalance(shares, 0, want, limit, KEY_SLICE_READ));
+    if (moves.length === 0) return;
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: moves }));
+    } catch (err) {
+      if (!isConditionFailure(err) && !isCancelled(err) && !isWriteConflict(err)) throw err;
+    }
   }
 
   /** A consistent snapshot of a workspace's slices, and what this process learns from it. */

@@ -134,12 +134,26 @@ export async function readRegionalBalance(raw: DocumentSender, tables: LedgerTab
   };
 }
 
+/** One region's part of a workspace's money, as this replica holds it. */
+export interface RegionPart {
+  readonly region: string;
+  readonly availableMicros: number;
+  readonly heldMicros: number;
+}
+
+/** `readBalanceEverywhere`'s answer: the workspace-wide sums, and in a stage with several regions each region's part. */
+export interface BalanceEverywhere extends BalanceSummary {
+  /** Each region's available and held, in the stage's order (absent in a stage with one region). */
+  readonly regions?: readonly RegionPart[];
+}
+
 /**
  * The workspace-wide balance an operator reads (`workspace show`, the management API's balance):
  * today's `readBalance` in one region; with several, every region's slices summed (each region's
- * read in this replica), slice counts and floor the home region's.
+ * read in this replica), slice counts and floor the home region's, and each region's part (what a
+ * region that is down holds stays there, stranded, until it returns).
  */
-export async function readBalanceEverywhere(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup | undefined, workspaceId: string, now: number = Date.now()): Promise<BalanceSummary> {
+export async function readBalanceEverywhere(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup | undefined, workspaceId: string, now: number = Date.now()): Promise<BalanceEverywhere> {
   if (setup === undefined) return readBalance(raw, tables, workspaceId, now);
   const parts = await Promise.all(setup.regions.map((region) => readBalance(lensFor(raw, tables, setup, region), tables, workspaceId, now)));
   const home = parts[0] as BalanceSummary;
@@ -151,5 +165,6 @@ export async function readBalanceEverywhere(raw: DocumentSender, tables: LedgerT
     spentMicros: sum((b) => b.spentMicros),
     creditedMicros: sum((b) => b.creditedMicros),
     month: { id: home.month.id, settledMicros: sum((b) => b.month.settledMicros), heldMicros: sum((b) => b.month.heldMicros) },
+    regions: parts.map((b, i) => ({ region: setup.regions[i] as string, availableMicros: b.availableMicros, heldMicros: b.heldMicros })),
   };
 }

@@ -425,7 +425,8 @@ export class RegionalLedger implements Ledger {
         let held = refusal.heldMicros;
         if (key !== undefined && key.q.kind === 'key') {
           for (const peer of peersOf(this.setup)) {
-            const w = await this.transfers.windowOf(request.workspaceId, key.q, peer);
+            // Every key slice's: what key slice 0 lent the others is settled and held there.
+            const w = await this.transfers.keyTotalsOf(request.workspaceId, key.q, peer);
             settled += w.settled;
             held += w.held;
           }

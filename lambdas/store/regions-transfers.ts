@@ -33,11 +33,12 @@ import type { DocumentSender } from '../adapters/dynamo-wire';
 import { monthNeedsRetag, monthRoomOf, planRebalance, type AdmissionSnapshot, type SliceEdit, type SliceView } from '../core/admission';
 import type { AdmissionLimits } from '../gateway/ports';
 import { counterNames, giveFor, movedIn, peerCounters, quantityId, rateRoomAfterRetag, receivable, seenSpare, spendSpare, type PeerCounters, type Quantity, type WindowQuantity } from '../core/transfers';
+import { keyTotals } from '../core/key-slices';
 import { monthNumber, monthNumberOf } from '../core/windows';
 import { UpdateBuilder } from './expr';
-import { countWindowTtl, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteUsed, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
+import { COUNTER_NAMES, countWindowTtl, KEY_WINDOW_NAMES, keyShareView, minuteCapacity, minuteGive, minuteReceive, minuteRequests, minuteShareView, SLICE_NAMES, sliceRebalance, sliceView, type Item } from './items';
 import { keyPk, memberPk, sliceKey } from './keys';
-import { DynamoLedger, type LedgerTables } from './ledger';
+import { DynamoLedger, type KeyShareSpec, type LedgerTables } from './ledger';
 import { RegionLens, regionalPk } from './regions-lens';
 import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
 
@@ -85,6 +86,8 @@ function windowMove(micros: number, ttl: number | undefined): UpdateBuilder {
 
 type MonthQuantity = Extract<Quantity, { kind: 'month' }>;
 type RateQuantity = Extract<Quantity, { kind: 'rate' }>;
+/** A key's quantities, split over its key slices: its key window's money, its minute of requests. */
+type KeyQuantity = Extract<Quantity, { kind: 'key' | 'rate' }>;
 
 /** The epoch minute of a rate quantity (its counter's sort key, `RATE#<key>#<minute>`, ends with it). */
 function rateMinuteOf(q: RateQuantity): number {
@@ -345,14 +348,50 @@ export class RegionTransfers {
     return (await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ConsistentRead: true }))).Item;
   }
 
-  /** What `region`'s key slice 0 counts of the minute (its requests, what it lent its other key slices, what it gave, less what it received), as this replica holds it. */
-  async requestsOf(workspaceId: string, q: RateQuantity, region: string = this.setup.region): Promise<number> {
-    const own = this.counterKey(workspaceId, q);
+  /**
+   * How `region`'s ledger splits a key quantity over the key's slices, under its share of the
+   * limit: the key window's money, or the minute's requests (`KeyShareSpec`).
+   */
+  private keySpec(q: KeyQuantity, region: string, ttl: number | undefined): KeyShareSpec {
+    if (q.kind === 'key') return { kind: 'window', sk: q.windowSk, limitMicros: regionShare(this.setup, q.limitMicros, region), ttl };
+    const rateTtl = ttl ?? Math.floor(Date.now() / 1000) + 180;
+    return { kind: 'rate', sk: q.windowSk, ratePerMinute: regionShare(this.setup, q.ratePerMinute, region), minute: rateMinuteOf(q), ttl: rateTtl, ...(q.rateWindow !== undefined ? { rateWindow: q.rateWindow } : {}) };
+  }
+
+  /**
+   * What `region`'s key counts of a key quantity over all its key slices, as this replica holds
+   * them: used (its use, plus what it gave other regions, less what it received), settled and held.
+   * Key slice 0's own figure counts what it lent the key's other key slices as used; when it has
+   * lent anything, every key slice is read (consistently), and the key's totals count only what
+   * they spent of it. Key slice 0 is read alone when it has lent nothing (then the others hold nothing).
+   */
+  async keyTotalsOf(workspaceId: string, q: KeyQuantity, region: string = this.setup.region): Promise<{ used: number; settled: number; held: number }> {
+    const spec = this.keySpec(q, region, undefined);
+    const own = q.kind === 'key' ? this.windowKey(workspaceId, q) : this.counterKey(workspaceId, q);
     const key = { pk: regionalPk(own.pk, own.sk, regionTag(this.setup, region)), sk: own.sk };
-    const got = await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }));
-    // On a key window's slots: the minute's count less the room its bound received.
-    if (q.rateWindow !== undefined) return minuteUsed(got.Item, rateMinuteOf(q), regionShare(this.setup, q.ratePerMinute, region));
-    return typeof got.Item?.requests === 'number' ? got.Item.requests : 0;
+    const item = (await this.raw.send(new GetCommand({ TableName: this.tables.ledger, Key: key, ConsistentRead: true }))).Item;
+    const zero = spec.kind === 'window' ? keyShareView(0, item, KEY_WINDOW_NAMES) : spec.rateWindow !== undefined ? minuteShareView(item, spec.minute, spec.ratePerMinute) : keyShareView(0, item, COUNTER_NAMES);
+    if (zero.given <= 0) return { used: zero.used, settled: zero.settled, held: zero.held };
+    return keyTotals((await this.ledgerOf(region).readKeyShares(workspaceId, q.keyId, spec)).shares);
+  }
+
+  /**
+   * This region's key slice 0's own room of a key quantity (what a give may count there), after
+   * taking back what it lent the key's other key slices and they have not spent, when its own room
+   * is short of `want` (`DynamoLedger.reclaimKeyShares`).
+   */
+  private async keyRoomOnSliceZero(workspaceId: string, q: KeyQuantity, want: number, ttl: number | undefined): Promise<number> {
+    const spec = this.keySpec(q, this.setup.region, ttl);
+    const room = async (): Promise<number> => {
+      const item = q.kind === 'key' ? (await this.own.send(new GetCommand({ TableName: this.tables.ledger, Key: this.windowKey(workspaceId, q), ConsistentRead: true }))).Item : await this.readRateHome(workspaceId, q);
+      if (spec.kind === 'window') return spec.limitMicros - keyShareView(0, item, KEY_WINDOW_NAMES).used;
+      if (spec.rateWindow !== undefined) return minuteCapacity(item, spec.minute, spec.ratePerMinute) - Math.max(0, minuteRequests(item, spec.minute));
+      return spec.ratePerMinute - keyShareView(0, item, COUNTER_NAMES).used;
+    };
+    const before = await room();
+    if (before >= want) return before;
+    await this.ledger.reclaimKeyShares(workspaceId, q.keyId, spec, want);
+    return room();
   }
 
   /** What `region` has spare of a quantity by its items in this replica (its own, current; another's, possibly behind). */
@@ -361,7 +400,7 @@ export class RegionTransfers {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId);
       return snapshot.slices.reduce((a, s) => a + Math.max(0, s.availableMicros), 0);
     }
-    if (q.kind === 'rate') return Math.max(0, regionShare(this.setup, q.ratePerMinute, region) - (await this.requestsOf(workspaceId, q, region)));
+    if (q.kind === 'rate') return Math.max(0, regionShare(this.setup, q.ratePerMinute, region) - (await this.keyTotalsOf(workspaceId, q, region)).used);
     if (q.kind === 'spend') {
       const now = Date.now();
       const [snapshot, moved] = await Promise.all([this.ledgerOf(region).readSlices(workspaceId, now), this.movedInto(workspaceId, q, region)]);
@@ -371,7 +410,7 @@ export class RegionTransfers {
       const snapshot = await this.ledgerOf(region).readSlices(workspaceId, monthReadAt(q));
       return Math.max(0, regionShare(this.setup, q.limitMicros, region) - monthUsed(snapshot));
     }
-    const w = await this.windowOf(workspaceId, q, region);
+    const w = q.kind === 'key' ? await this.keyTotalsOf(workspaceId, q, region) : await this.windowOf(workspaceId, q, region);
     return Math.max(0, regionShare(this.setup, q.limitMicros, region) - w.used);
   }
 
@@ -539,6 +578,8 @@ export class RegionTransfers {
         }
       } else if (q.kind === 'rate' && q.rateWindow !== undefined) {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        // Counted on key slice 0 alone: what it lent the key's other key slices and they left unspent comes back first.
+        if (give > 0) give = Math.min(give, Math.max(0, await this.keyRoomOnSliceZero(workspaceId, q, give, ttl)));
         // Counted as requests of the minute on key slice 0's window slot, conditioned on the room
         // (the share, or the bound received) still being there.
         const home = give > 0 ? await this.readRateHome(workspaceId, q) : undefined;
@@ -551,7 +592,8 @@ export class RegionTransfers {
         else give = 0;
       } else if (q.kind === 'rate') {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
-        // Counted as requests of the minute on key slice 0's counter, conditioned on the room still being there.
+        // Counted as requests of the minute on key slice 0's counter (what it lent and is unspent taken back first), conditioned on the room still being there.
+        if (give > 0) give = Math.min(give, Math.max(0, await this.keyRoomOnSliceZero(workspaceId, q, give, ttl)));
         if (give > 0) items.push({ Update: { TableName: this.tables.ledger, Key: this.counterKey(workspaceId, q), ...counterMove(give, regionShare(this.setup, q.ratePerMinute), ttl).build() } });
       } else if (q.kind === 'spend') {
         const want = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
@@ -583,6 +625,8 @@ export class RegionTransfers {
         }
       } else {
         give = last ? 0 : giveFor(ask, { giver: giverSpare, asker: askerSpare }, weight);
+        // A key's window: counted on key slice 0 alone, so what it lent the key's other key slices and they left unspent comes back first.
+        if (give > 0 && q.kind === 'key') give = Math.min(give, Math.max(0, await this.keyRoomOnSliceZero(workspaceId, q, give, ttl)));
         if (give > 0) {
           // Counted as used on the limit's window, conditioned on the room still being there.
           const w = windowMove(give, ttl);

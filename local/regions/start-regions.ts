@@ -32,7 +32,8 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { hashKey } from '../../lambdas/core/api-key';
 import { makeAdminDeps } from '../../lambdas/admin/wiring';
 import { ENV, loadConfig } from '../../lambdas/shared/config';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
@@ -356,6 +357,30 @@ async function mintProbeKey(deps: Parameters<typeof seedCall>[0]): Promise<strin
   return rawKey;
 }
 
+/**
+ * Waits until every region's replica holds the probe key (minted in the home, copied to the others
+ * after the replication lag), up to 30 s: probes sent before it arrives are refused 401 by a region
+ * that is only behind, which the region's log would show at every start. A replica that does not
+ * catch up in time is the replicator's trouble (its own lines say so); the front door starts anyway.
+ */
+async function probeKeyReplicated(regions: readonly Region[], rawKey: string): Promise<void> {
+  const key = { keyHash: hashKey(rawKey) };
+  const deadline = Date.now() + 30_000;
+  for (const r of regions) {
+    const client = makeDynamoClient(endpointOf(r));
+    const doc = DynamoDBDocumentClient.from(client);
+    try {
+      while (Date.now() < deadline) {
+        const got = await doc.send(new GetCommand({ TableName: tableName(TABLE_PREFIX, 'keys'), Key: key, ConsistentRead: true }));
+        if (got.Item !== undefined) break;
+        await new Promise((done) => setTimeout(done, 100));
+      }
+    } finally {
+      client.destroy();
+    }
+  }
+}
+
 async function main(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT', 0));
   process.on('SIGTERM', () => void shutdown('SIGTERM', 0));
@@ -477,6 +502,7 @@ async function start(): Promise<void> {
   published = { ...published, adminUrl: admin.url, consoleUrl: consoleServer.url };
 
   const probeKey = await mintProbeKey(adminDeps);
+  await probeKeyReplicated(regions, probeKey);
   const frontDoor = await startFrontDoor({
     regions: regions.map((r) => ({ name: r.name, url: r.gatewayUrl as string })),
     port: portFrom(process.env, 'PORT', DEFAULT_PORT),

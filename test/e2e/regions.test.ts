@@ -330,6 +330,8 @@ afterAll(async () => {
 
 it('two regions behind one front door: races admit exactly what fits, a region killed mid-load is served around and comes back, and the ledger stays exact', async () => {
   expect(state.regions.map((r) => r.name)).toEqual(['us-east-1', 'us-west-2']);
+  // The front door starts probing once its probe key has reached every region: no region refused a probe as it started.
+  expect((run as Run).output().split('\n').filter((l) => l.includes('invalid_api_key'))).toEqual([]);
   expect(state.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
   // Everything on loopback only; each region's data the user's alone.
   for (const r of state.regions) {

@@ -169,6 +169,13 @@ describe('the configuration home moved while the home region is lost', () => {
     const homeSlice = await west.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `WS#${ws}`, sk: 'BALANCE' }, ConsistentRead: true }));
     const eastSlice = await east.doc.send(new GetCommand({ TableName: fx.t('ledger'), Key: { pk: `WS#${ws}`, sk: 'BALANCE' }, ConsistentRead: true }));
     expect(homeSlice.Item).toEqual(eastSlice.Item);
+    // What an operator (`workspace show`) and the console read: each region's part, the lost home's stranded there.
+    const shown = await expectOk(west, ['workspace', 'show', '-w', ws]);
+    expect((shown.regions as { region: string; available: { micros: number }; held: { micros: number } }[]).map((r) => [r.region, r.available.micros, r.held.micros])).toEqual([
+      [HOME, 1000 * MINOR, 0],
+      [WEST, 200 * MINOR, 0],
+    ]);
+    expect(shown.balance).toMatchObject({ available: { micros: 1200 * MINOR } });
     // The statement lists both top-ups, read in the west.
     const history = await expectOk(west, ['credit', 'history', '-w', ws]);
     expect((history.entries as { reference: string }[]).map((e) => e.reference).sort()).toEqual(['INV-1', 'INV-2']);

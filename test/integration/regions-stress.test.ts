@@ -19,6 +19,10 @@
  *   up, credited = available + held + spent summed over both regions, plus what is in transit.
  * - A key limit raised mid-race: what the requests made under the first limit hold fits the first
  *   limit, and the whole fits the second.
+ * - What a region's key slice 0 lent its other key slices (one request on each of the east's key
+ *   slices 1 to 3), given to the other region: one request after another in the west, exactly what
+ *   the key limit fits (or the rate allows, counted on the request counter or on the key window)
+ *   is admitted over both regions, then the limit's own refusal.
  *
  * Each race prints its figures (admitted, what fits, transfer amounts asked and sent each way in
  * holds, the transfer writes each region made, the largest sum seen while it ran).
@@ -28,9 +32,9 @@ import { BatchGetCommand, GetCommand, PutCommand, ScanCommand, TransactWriteComm
 import type { DocumentSender } from '../../lambdas/adapters/dynamo-wire';
 import { peerCounters, quantityId, type Quantity } from '../../lambdas/core/transfers';
 import { windowKeys } from '../../lambdas/core/windows';
-import type { AdmissionLimits, Refusal } from '../../lambdas/gateway/ports';
+import type { AdmissionLimits, AdmitRequest, Refusal } from '../../lambdas/gateway/ports';
 import { tableName } from '../../lambdas/shared/schema';
-import { keySlicePk } from '../../lambdas/store/keys';
+import { keySlicePk, shardOf } from '../../lambdas/store/keys';
 import { armWindow } from '../../lambdas/store/limit-arming';
 import { writeSliceCount } from '../../lambdas/store/ledger';
 import { creditRegion, lensFor, readRegionalBalance } from '../../lambdas/store/regions-balance';
@@ -534,5 +538,70 @@ describe('regional limits under crossing asks and gives', () => {
     figures('armed', { admitted: tally.admitted.length, fits: Math.floor(limit / HOLD), byRegion: { [HOME]: tally.admitted.filter((a) => a.region === HOME).length, [WEST]: tally.admitted.filter((a) => a.region === WEST).length }, heldHolds: holds(held), refusals: Object.fromEntries(tally.refusals) });
     expect(held).toBeLessThanOrEqual(limit);
     expect(tally.admitted.length).toBeLessThanOrEqual(Math.floor(limit / HOLD));
+  });
+});
+
+describe("what a region lent its own key slices, given to another region", () => {
+  /** One request on each of the workspace's slices 1..SLICES-1, so on each key slice j > 0: key slice 0 lends each of them part of its room. */
+  function offSliceZero(ws: string, limits: AdmissionLimits): AdmitRequest[] {
+    const out: AdmitRequest[] = [];
+    for (let slice = 1; slice < SLICES; slice += 1) {
+      let r = request(ws, HOLD, { limits });
+      while (shardOf(r.holdId, SLICES) !== slice) r = request(ws, HOLD, { limits });
+      out.push(r);
+    }
+    return out;
+  }
+
+  /** One region's ledger process with a wait long enough for any transfer on a quiet fixture. */
+  const patient = (r: Region): RegionalLedger => new RegionalLedger(r.raw, tables(), { ...asRegion(SETUP, r.name), transferWaitMs: 20_000 });
+
+  /** The west admits one request after another until one is refused: how many, and the refusal. */
+  async function westUntilRefused(ws: string, limits: AdmissionLimits, most: number): Promise<{ admitted: number; refusal: string | undefined }> {
+    const west1 = patient(west);
+    for (let i = 0; i < most; i += 1) {
+      const out = await west1.admit(request(ws, HOLD, { limits }));
+      if (!out.admitted) return { admitted: i, refusal: out.refusal.kind };
+    }
+    return { admitted: most, refusal: undefined };
+  }
+
+  test("a key limit: the giver takes back what its key slice 0 lent its other key slices before it gives; one request after another, exactly what fits is admitted, and the next is refused 402", async () => {
+    const ws = await workspace({ east: 1_000 * HOLD, west: 1_000 * HOLD });
+    const limit = 20 * HOLD + ODD;
+    const limits: AdmissionLimits = { ...OPEN, keyLimitMicros: limit, keyWindow: 'monthly' };
+    const east1 = patient(east);
+    for (const r of offSliceZero(ws, limits)) expect((await east1.admit(r)).admitted).toBe(true);
+    // The east's key slice 0 lent its other key slices more than those three spent (a fair part of what was left each time).
+    const sk = windowKeys.key(KEY, 'monthly', NOW);
+    const zero = await east.doc.send(new GetCommand({ TableName: t('ledger'), Key: { pk: regionalPk(keySlicePk(ws, KEY, 0), sk, regionTag(SETUP, HOME)), sk }, ConsistentRead: true }));
+    expect(num(zero.Item?.givenMicros)).toBeGreaterThan(6 * HOLD);
+    await caughtUp(ws);
+    const west1 = await westUntilRefused(ws, limits, 40);
+    figures('lent key slices, key limit', { east: 3, west: west1.admitted, fits: Math.floor(limit / HOLD), refusal: west1.refusal });
+    expect({ admitted: 3 + west1.admitted, refusal: west1.refusal }).toEqual({ admitted: Math.floor(limit / HOLD), refusal: 'key_limit_exceeded' });
+    // What both regions' key windows hold is exactly what was admitted: every give was counted once on each side.
+    let held = 0;
+    for (const r of [east, west]) {
+      const w = await keyWindows(r, ws, KEY);
+      held += w.held + w.settled;
+    }
+    expect(held).toBe(Math.floor(limit / HOLD) * HOLD);
+  });
+
+  // The minute counts on the key's request counter, or on its key window's item when its credit limit is tracked.
+  test.each([
+    { place: 'on its request counter', window: false },
+    { place: "on its key window's item", window: true },
+  ])("a key's request rate, $place: the giver takes back what its key slice 0 lent its other key slices before it gives; exactly the rate is admitted in the minute, and the next is refused 429", async ({ window }) => {
+    const ws = await workspace({ east: 1_000 * HOLD, west: 1_000 * HOLD });
+    const rate = 41;
+    const limits: AdmissionLimits = { ...OPEN, keyRatePerMinute: rate, ...(window ? { keyLimitMicros: 1_000 * HOLD, keyWindow: 'monthly', keyRateWindow: windowKeys.key(KEY, 'monthly', NOW) } : {}) };
+    const east1 = patient(east);
+    for (const r of offSliceZero(ws, limits)) expect((await east1.admit(r)).admitted).toBe(true);
+    await caughtUp(ws);
+    const west1 = await westUntilRefused(ws, limits, 60);
+    figures('lent key slices, rate', { window, east: 3, west: west1.admitted, fits: rate, refusal: west1.refusal });
+    expect({ admitted: 3 + west1.admitted, refusal: west1.refusal }).toEqual({ admitted: rate, refusal: 'rate_limit_exceeded' });
   });
 });

@@ -10,7 +10,8 @@ import { CONSOLE_ENV, loadConsoleConfig } from '../../lambdas/console/env';
 import { SESSION_COOKIE, clearedSessionCookie, cookieValue, sessionCookie } from '../../lambdas/console/http';
 import { esc, jsonBlock } from '../../lambdas/console/layout';
 import { notYetCounted } from '../../lambdas/console/page-data';
-import { principalName } from '../../lambdas/console/pages';
+import { principalName, workspacePage } from '../../lambdas/console/pages';
+import type { WorkspaceView } from '../../lambdas/store/directory-workspaces';
 import { forbiddenReason } from '../../lambdas/console/session-api';
 import type { ConsoleSession } from '../../lambdas/console/ports';
 import { ROUTES } from '../../lambdas/admin/routes';
@@ -199,5 +200,49 @@ describe('principalName (who ended a key, for the people of the workspace)', () 
     [null, 'not recorded'],
   ])('%j → %s', (principal, name) => {
     expect(principalName(principal, 'ws_1', (id) => emails[id])).toBe(name);
+  });
+});
+
+describe("workspacePage's parts by region (a stage with several regions)", () => {
+  const m = (micros: number): { micros: number; major: string; currency: 'USD' } => ({ micros, major: '', currency: 'USD' });
+  const session = { sessionId: 's', workspaceId: 'ws_1', memberId: 'mem_aa', role: 'member', email: null, csrf: 'c' } as const;
+  const view = (regions: WorkspaceView['regions']): WorkspaceView =>
+    ({
+      workspaceId: 'ws_1',
+      name: 'Acme',
+      createdAt: '2026-11-01T00:00:00.000Z',
+      paused: false,
+      spendRateCapMinor: 5000,
+      monthlyLimit: null,
+      permittedModels: null,
+      defaultProfile: null,
+      byokProviders: [],
+      keySlots: 1,
+      lowCreditThreshold: null,
+      balance: { available: m(15_000_000_000), held: m(250_000_000), spent: m(0), credited: m(15_250_000_000) },
+      month: { id: '2026-11', settled: m(0), held: m(250_000_000) },
+      regions,
+      members: [],
+      profiles: [],
+    }) as unknown as WorkspaceView;
+
+  it("shows each region's available and held, in people's precision, with what a region down means", () => {
+    const html = workspacePage(session, view([
+      { region: 'us-east-1', available: m(10_000_000_000), held: m(250_000_000) },
+      { region: 'us-west-2', available: m(5_000_000_000), held: m(0) },
+    ] as unknown as WorkspaceView['regions']), 60);
+    const rows = [...html.matchAll(/<tr><td>([^<]+)<\/td><td>([^<]+)<\/td><td>([^<]+)<\/td><\/tr>/g)].map((r) => r.slice(1));
+    expect(html).toContain('data-testid="by-region"');
+    expect(rows).toEqual([
+      ['us-east-1', 'USD 100.00', 'USD 2.50'],
+      ['us-west-2', 'USD 50.00', 'USD 0.00'],
+    ]);
+    expect(html).toContain('stranded, not lost');
+  });
+
+  it('shows nothing of regions in a stage with one region', () => {
+    const html = workspacePage(session, view(null), 60);
+    expect(html).not.toContain('by-region');
+    expect(html).not.toContain('By region');
   });
 });
