@@ -6,9 +6,9 @@
  *   (`.dynamodb/<region>/`, 0700), every table streamed as a global table's replicas are;
  * - the replicator between them (`replicator.ts`: each item write copied to the other region after
  *   `SLUICE_REPLICATION_LAG_MS`, last writer wins), its state in `.sluice/regions/replicator.json`;
- * - one process per region (`region-main.ts`, its own process group): the gateway, the aggregator
- *   on the region's usage stream and the sweeper, with the region's name (`SLUICE_REGION`) and its
- *   own DynamoDB Local;
+ * - one process group per region (`region-main.ts`): the gateway in a process of its own, the
+ *   aggregator on the region's usage stream, the sweeper and the transfer agent in another, with the
+ *   region's name (`SLUICE_REGION`) and its own DynamoDB Local;
  * - one upstream simulator, shared;
  * - the management API, the console and the low-credit notifier of the home region (the first of
  *   `SLUICE_REGIONS`, the configuration home), on its DynamoDB Local, in this process;
@@ -230,7 +230,7 @@ function regionEnv(r: Region, simulatorUrl: string): NodeJS.ProcessEnv {
   };
 }
 
-/** Starts (or starts again) a region's gateway, aggregator and sweeper: a Node process leading its own process group. */
+/** Starts (or starts again) a region's gateway and workers: `region-main.ts`, leading its own process group (its two parts its children in it). */
 async function startRegionProcess(r: Region, simulatorUrl: string): Promise<ChildProcess> {
   r.gatewayPort ??= await freePort('127.0.0.1');
   const child = spawn(process.execPath, ['--import', 'tsx', REGION_MAIN], {
