@@ -19,7 +19,8 @@ interface Undo {
   add(name: string, run: () => Promise<void>): void;
 }
 
-const LIMITS: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 5_000_000_000, keyRatePerMinute: 100_000_000 };
+/** The floor's admission's limits: none but the defaults every admission carries (a phase whose workspace sets more passes them, so the floor writes the items its requests do). */
+export const FLOOR_LIMITS: AdmissionLimits = { keyWindow: 'monthly', spendRateCapMicros: 5_000_000_000, keyRatePerMinute: 100_000_000 };
 
 /** The ledger's three tables under the benchmark's prefix. */
 export function benchTables(): { ledger: string; usage: string } {
@@ -44,6 +45,8 @@ export class Floor {
     cleanup: Undo,
     /** The stage's tables and their prefix (the main run's by default; the two-region run names its own). */
     tables: { readonly prefix: string; readonly ledger: string; readonly usage: string } = { prefix: TABLE_PREFIX, ...benchTables() },
+    /** The limits its admissions carry: the phase's requests' own, so the floor's transaction writes the items theirs do. */
+    private readonly limits: AdmissionLimits = FLOOR_LIMITS,
   ) {
     const wire = wireClient(config, doc);
     cleanup.add('wire client', async () => wire.destroy());
@@ -62,7 +65,7 @@ export class Floor {
       amountMicros: 3_000,
       inputMicros: 1_000,
       byok: false,
-      limits: LIMITS,
+      limits: this.limits,
       now,
       expiresAt: now + 600_000,
     };

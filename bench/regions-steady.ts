@@ -50,7 +50,9 @@ import type { RegionsStateFile } from '../local/regions/settings';
 import { startStreamPoller, type StreamPoller } from '../local/stream-poller';
 import { mergeBenchJson } from './bench-json';
 import { REPO_ROOT } from './bundle';
-import { Floor } from './floor';
+import { Floor, FLOOR_LIMITS } from './floor';
+import { MICROS_PER_MINOR } from '../lambdas/core/money-format';
+import type { AdmissionLimits } from '../lambdas/gateway/ports';
 import { post, postStream, targetFrom, type Target, type Timing } from './load';
 import { addedLimits } from './report-targets';
 import { bodies, authHeaders, MODEL_SHORT, type Caller } from './phases/requests';
@@ -322,7 +324,7 @@ async function tenant(regions: Regions, name: string, o: SteadyOptions): Promise
 }
 
 /** A floor workspace in one region's DynamoDB Local, written there as the bench's own seed (not a regional workspace: only the floor uses it). */
-async function floorFor(regions: Regions, region: string, cleanup: Cleanup): Promise<Floor> {
+async function floorFor(regions: Regions, region: string, cleanup: Cleanup, o: SteadyOptions): Promise<Floor> {
   const r = regions.state.regions.find((x) => x.name === region);
   if (r === undefined) throw new Error(`no region ${region}`);
   const prefix = regions.state.tablePrefix;
@@ -333,7 +335,10 @@ async function floorFor(regions: Regions, region: string, cleanup: Cleanup): Pro
   await addCredit(ctx, { workspaceId: ws.workspaceId, minor: 100_000 });
   const key = await createKey(ctx, { workspaceId: ws.workspaceId });
   const caller: Caller = { workspaceId: ws.workspaceId, keyId: key.keyId, rawKey: key.rawKey };
-  return new Floor(config, doc, caller, cleanup, { prefix, ledger: tableName(prefix, 'ledger'), usage: tableName(prefix, 'usage') });
+  // The scenarios' limits (a key's monthly credit limit, the workspace's monthly limit), so the floor's
+  // admission writes the items a scenario's requests' admissions do (the key window, the month share).
+  const limits: AdmissionLimits = { ...FLOOR_LIMITS, keyLimitMicros: o.keyLimitMinor * MICROS_PER_MINOR, workspaceLimitMicros: o.workspaceLimitMinor * MICROS_PER_MINOR };
+  return new Floor(config, doc, caller, cleanup, { prefix, ledger: tableName(prefix, 'ledger'), usage: tableName(prefix, 'usage') }, limits);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -834,7 +839,7 @@ export async function regionsSteadyMain(o: SteadyOptions): Promise<RegionsSteady
     const watch = new TransferWatch(regions);
     await watch.start(run.cleanup);
     const floors = new Map<string, Floor>();
-    for (const region of regions.names) floors.set(region, await floorFor(regions, region, run.cleanup));
+    for (const region of regions.names) floors.set(region, await floorFor(regions, region, run.cleanup, o));
     await warmUp(regions, o);
     try {
       for (const p of o.splits) scenarios.push(await scenario(regions, watch, floors, o, p));
