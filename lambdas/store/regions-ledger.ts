@@ -58,6 +58,9 @@ interface AskBatch {
 /** How an ask ended: answered in full; with less while a giver still had some (it could not gather it in time); with less and nothing left anywhere asked; or not answered by the deadline. */
 type AskEnd = 'full' | 'partial' | 'short' | 'unanswered';
 
+/** What a region is short of: a quantity, how much, and how long its transfer item is kept. */
+type Short = { readonly q: Quantity; readonly micros: number; readonly ttl: number | undefined };
+
 /** Why nothing was asked (`askFor`): the others' figures and answers say none could help, or only regions counted lost could. */
 type Unasked = 'none' | 'stranded';
 
@@ -220,33 +223,54 @@ export class RegionalLedger implements Ledger {
    * limit's own 402.
    */
   async admit(request: AdmitRequest): Promise<AdmitOutcome> {
-    let outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
-    if (outcome.admitted || this.setup.transferWaitMs === 0) return outcome;
+    const attempt = (): Promise<AdmitOutcome> => this.inner.admit({ ...request, limits: this.limitsFor(request) });
+    const shortOf = (o: AdmitOutcome): Short | undefined => (o.admitted ? undefined : this.shortOf(request, o.refusal));
+    const first = await attempt();
+    // Without a transfer wait a stage refuses on its own share, as it always did (nothing widened).
+    if (first.admitted || this.setup.transferWaitMs === 0) return first;
+    const { last, end } = await this.withAsks(request.workspaceId, first, shortOf, attempt);
+    if (last.admitted) return last;
+    const refused = (refusal: Refusal): AdmitOutcome => ({ admitted: false, refusal });
+    // Reading the others' figures or asking failed (a store fault): whether they could cover it is
+    // unknown, so not a 402 but a retry (nothing was admitted).
+    if (end === 'fault') return refused(IN_TRANSIT);
+    // When what a region counted lost holds would cover it, the workspace is not out of money or
+    // limit: it is out of reach until that region answers again (or a top-up lands here), so a
+    // 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
+    if (end === 'stranded' && USED_UP.has(last.refusal.kind)) return refused(IN_TRANSIT);
+    // Not answered, or answered and what came went to this region's other requests (or a giver
+    // still had some) until the wait ran out: the money is there but not here.
+    if (end === 'unanswered' || ((end === 'full' || end === 'partial') && shortOf(last) !== undefined)) return refused(IN_TRANSIT);
+    // Nothing another region could move, none of them could cover it, or one answered with less
+    // and nothing left: the limit's own refusal, with workspace-wide figures.
+    return refused(await this.widen(request, last.refusal));
+  }
+
+  /**
+   * Tries an operation on this region's share (`first` is its first try) and, while `shortOf`
+   * says what a failed try is short of, asks the other regions for it (`askFor`) and tries again
+   * (`retry`), until one succeeds, nothing more can come (nothing another region could move; the
+   * others could not cover it; one answered with less and nothing left; an ask went unanswered),
+   * or the transfer wait runs out. Resolves to the last try and how the last ask ended (`fault`:
+   * a store fault while asking; none when nothing was asked). Shared by an admission, a stream's
+   * extension and the door's count, so each asks and gives up the same way.
+   */
+  private async withAsks<T>(workspaceId: string, first: T, shortOf: (t: T) => Short | undefined, retry: () => Promise<T>): Promise<{ last: T; end?: AskEnd | Unasked | 'fault' }> {
+    let last = first;
+    let short = shortOf(last);
+    if (short === undefined || this.setup.transferWaitMs === 0) return { last };
     const deadline = Date.now() + this.setup.transferWaitMs;
     for (;;) {
-      const refusal: Refusal = outcome.refusal;
-      const short = this.shortOf(request, refusal);
-      if (short === undefined) return { admitted: false, refusal: await this.widen(request, refusal) };
       let end: AskEnd | Unasked;
       try {
-        end = await this.askFor(request.workspaceId, short, deadline);
+        end = await this.askFor(workspaceId, short, deadline);
       } catch {
-        // Reading the others' figures or asking failed (a store fault): whether they could cover it is
-        // unknown, so not a 402 but a retry (nothing was admitted).
-        return { admitted: false, refusal: IN_TRANSIT };
+        return { last, end: 'fault' };
       }
-      // When what a region counted lost holds would cover it, the workspace is not out of money or
-      // limit: it is out of reach until that region answers again (or a top-up lands here), so a
-      // 503 to retry, at once (the lost region is not asked, nothing waits), never a 402.
-      if (end === 'stranded' && USED_UP.has(refusal.kind)) return { admitted: false, refusal: IN_TRANSIT };
-      if (end === 'none' || end === 'stranded') return { admitted: false, refusal: await this.widen(request, refusal) };
-      outcome = await this.inner.admit({ ...request, limits: this.limitsFor(request) });
-      if (outcome.admitted) return outcome;
-      // Answered with less and nothing left there: the others had no more to spare, a 402.
-      if (end === 'short') return { admitted: false, refusal: await this.widen(request, outcome.refusal) };
-      // Not answered, or answered and what came went to this region's other requests, or a giver
-      // still had some: ask again while the wait lasts; past it, the money is there but not here.
-      if (end === 'unanswered' || Date.now() >= deadline) return { admitted: false, refusal: IN_TRANSIT };
+      if (end === 'none' || end === 'stranded') return { last, end };
+      last = await retry();
+      short = shortOf(last);
+      if (short === undefined || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return { last, end };
     }
   }
 
@@ -257,14 +281,14 @@ export class RegionalLedger implements Ledger {
    * counted lost), or `stranded`, the same but what the regions counted lost hold (as last
    * replicated) would cover it. Rejects on a store fault.
    */
-  private async askFor(workspaceId: string, short: { q: Quantity; micros: number; ttl: number | undefined }, deadline: number): Promise<AskEnd | Unasked> {
+  private async askFor(workspaceId: string, short: Short, deadline: number): Promise<AskEnd | Unasked> {
     const views = await this.peerViews(workspaceId, short.q);
     if (othersSaidNone(views, short.micros)) return spareEverywhere(views) >= short.micros ? 'stranded' : 'none';
     return this.obtain(workspaceId, short.q, short.micros, short.ttl, sparesOf(views), deadline);
   }
 
   /** What a refusal says this region is short of, when another region could move it here. */
-  private shortOf(request: LimitSubject & Pick<AdmitRequest, 'amountMicros' | 'memberId'>, refusal: Refusal): { q: Quantity; micros: number; ttl: number | undefined } | undefined {
+  private shortOf(request: LimitSubject & Pick<AdmitRequest, 'amountMicros' | 'memberId'>, refusal: Refusal): Short | undefined {
     if (refusal.kind === 'rate_limit_exceeded') {
       // One request of the key's minute (an answer brings more when this region is below its
       // part of what both have spare, so the key's next requests here do not ask again).
@@ -479,25 +503,11 @@ export class RegionalLedger implements Ledger {
    */
   async extend(hold: HoldRecord, extraMicros: number, limits: AdmissionLimits, now: number): Promise<boolean> {
     const subject: LimitSubject = { holdId: hold.holdId, keyId: hold.keyId, workspaceId: hold.workspaceId, now, byok: false, limits };
-    let grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
-    if (grown === true || grown === false || this.setup.transferWaitMs === 0) return grown === true;
     // What an admission of the extra would ask for (its key window and member month: the hold's, by its start).
     const asked = { ...subject, amountMicros: extraMicros, ...(hold.memberId !== undefined ? { memberId: hold.memberId } : {}) };
-    const deadline = Date.now() + this.setup.transferWaitMs;
-    for (;;) {
-      const short = this.shortOf(asked, grown);
-      if (short === undefined) return false;
-      let end: AskEnd | Unasked;
-      try {
-        end = await this.askFor(hold.workspaceId, short, deadline);
-      } catch {
-        return false;
-      }
-      if (end === 'none' || end === 'stranded') return false;
-      grown = await this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
-      if (grown === true) return true;
-      if (grown === false || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return false;
-    }
+    const attempt = (): Promise<boolean | Refusal> => this.inner.extendHold(hold, extraMicros, this.limitsFor(subject), now);
+    const { last } = await this.withAsks(hold.workspaceId, await attempt(), (g) => (g === true || g === false ? undefined : this.shortOf(asked, g)), attempt);
+    return last === true;
   }
 
   /**
@@ -510,20 +520,7 @@ export class RegionalLedger implements Ledger {
    */
   async countRequest(workspaceId: string, keyId: string, ratePerMinute: number, now: number, rateWindow?: string): Promise<{ readonly retryAfterSeconds?: number }> {
     const count = (): Promise<{ readonly retryAfterSeconds?: number }> => this.inner.countRequest(workspaceId, keyId, this.share(ratePerMinute), now, rateWindow);
-    let counted = await count();
-    if (counted.retryAfterSeconds === undefined || this.setup.transferWaitMs === 0) return counted;
-    const short = { ...rateQuantityOf(keyId, now, ratePerMinute, rateWindow), micros: 1 };
-    const deadline = Date.now() + this.setup.transferWaitMs;
-    for (;;) {
-      let end: AskEnd | Unasked;
-      try {
-        end = await this.askFor(workspaceId, short, deadline);
-      } catch {
-        return counted;
-      }
-      if (end === 'none' || end === 'stranded') return counted;
-      counted = await count();
-      if (counted.retryAfterSeconds === undefined || end === 'short' || end === 'unanswered' || Date.now() >= deadline) return counted;
-    }
+    const short: Short = { ...rateQuantityOf(keyId, now, ratePerMinute, rateWindow), micros: 1 };
+    return (await this.withAsks(workspaceId, await count(), (c) => (c.retryAfterSeconds === undefined ? undefined : short), count)).last;
   }
 }
