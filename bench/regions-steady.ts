@@ -303,8 +303,10 @@ interface Tenant {
 }
 
 /** A workspace topped up once, with a workspace monthly limit and one key with a monthly credit limit. */
-async function tenant(regions: Regions, name: string, o: SteadyOptions): Promise<Tenant> {
+async function tenant(regions: Regions, name: string, o: SteadyOptions, made?: (workspaceId: string) => void): Promise<Tenant> {
   const ws = await regions.admin<{ workspaceId: string; ownerMemberId: string }>('POST', '/workspaces', { name, ownerEmail: `${name}@localhost` });
+  // Told before the top-up: its spread to the other region is a transfer the scenario follows.
+  made?.(ws.workspaceId);
   const at = `/workspaces/${encodeURIComponent(ws.workspaceId)}`;
   await regions.admin('PUT', `${at}/monthly-limit`, { amountMinor: o.workspaceLimitMinor });
   await regions.admin('POST', `${at}/credit`, { amountMinor: o.creditMinor, reference: `${name}-top-up` });
@@ -521,6 +523,12 @@ export interface ScenarioFigures {
   readonly trafficSeconds: number;
   /** Most requests in flight at once (the loop is open: a slow stack shows here). */
   readonly maxInFlight: number;
+  /**
+   * The top-up's spread, before the first request: what each region had sent (the home region its
+   * top-up's parts to the regions marked running), how long from the workspace's making until
+   * nothing was in transit (bounded at 20 s), and what was still in transit then.
+   */
+  readonly topUp: { readonly sentMicros: Record<string, number>; readonly landedS: number; readonly inTransitMicros: number };
   readonly moves: { readonly all: MoveCounts; readonly firstMinute: MoveCounts; readonly rest: MoveCounts };
   /** Every ask, give and receipt (the first 300), seconds from the scenario's first request (when read from the writer's stream): when transfers happen. */
   readonly timeline: readonly { readonly atS: number; readonly kind: string; readonly region: string; readonly peer: string; readonly quantity: string; readonly micros: number }[];
@@ -547,8 +555,22 @@ const brief = (s: Summary): Pick<Summary, 'n' | 'p50' | 'p99'> => ({ n: s.n, p50
 
 async function scenario(regions: Regions, watch: TransferWatch, floors: ReadonlyMap<string, Floor>, o: SteadyOptions, percentHome: number): Promise<ScenarioFigures> {
   const split = `${percentHome}/${100 - percentHome}`;
-  const t = await tenant(regions, `steady-${percentHome}`, o);
-  const tally = watch.follow(t.workspaceId);
+  let followed: TransferTally | undefined;
+  const made = performance.now();
+  const t = await tenant(regions, `steady-${percentHome}`, o, (ws) => {
+    followed = watch.follow(ws);
+  });
+  const tally = followed as TransferTally;
+  // The top-up's spread (its part sent to each region marked running) is let land before the
+  // first request: steady state is a workspace whose credit is where its traffic is. How long it
+  // took from the workspace's making is reported; what had not landed by the bound is said too.
+  let spread = await inTransit(regions, t.workspaceId);
+  for (const until = Date.now() + IN_TRANSIT_WAIT_MS; spread.inTransitMicros !== 0 && Date.now() < until; spread = await inTransit(regions, t.workspaceId)) await sleep(100);
+  const topUp = {
+    sentMicros: await sentByCounters(regions, t.workspaceId),
+    landedS: (performance.now() - made) / 1000,
+    inTransitMicros: spread.inTransitMicros,
+  };
   const errorsBefore = regions.errorLines();
   const [first, second] = regions.names;
   const gw = new Map<string, Target>(regions.state.regions.map((r) => [r.name, targetFrom('gateway', `${r.gatewayUrl as string}/v1`, 64)]));
@@ -714,6 +736,7 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
       }),
     ),
     regions: figures,
+    topUp,
     direct: { total: brief(directTotalS), ttfb: brief(directTtfbS) },
     sentCheck: { counters, stream, agree: regions.names.every((r) => counters[r] === stream[r]) },
     replicationLagMs: (({ n, p50, p99, max }) => ({ n, p50, p99, max }))(summarize(watch.lagsOf(t.workspaceId))),
@@ -816,7 +839,7 @@ export function renderRegionsSteady(r: RegionsSteadyResult): string {
   lines.push('');
   for (const s of r.scenarios) {
     lines.push(
-      `${s.split}: ${s.requests} requests planned over ${n(s.plannedSeconds)} s, the last answered after ${n(s.trafficSeconds)} s (at most ${s.maxInFlight} in flight); replication lag of the transfer items as seen p50 ${n(s.replicationLagMs.p50)} ms, max ${n(s.replicationLagMs.max)} ms (${s.replicationLagMs.n} copies); ${s.inTransitMicros} micros in transit and ${s.unansweredMicros} asked and not answered at the end; ${s.errorLines} error line(s) logged by the regions.`,
+      `${s.split}: the top-up's spread sent ${Object.entries(s.topUp.sentMicros).map(([r, m]) => `${r} ${m}`).join(', ')} micros and had landed ${n(s.topUp.landedS)} s after the workspace was made (${s.topUp.inTransitMicros} still in transit then); ${s.requests} requests planned over ${n(s.plannedSeconds)} s, the last answered after ${n(s.trafficSeconds)} s (at most ${s.maxInFlight} in flight); replication lag of the transfer items as seen p50 ${n(s.replicationLagMs.p50)} ms, max ${n(s.replicationLagMs.max)} ms (${s.replicationLagMs.n} copies); ${s.inTransitMicros} micros in transit and ${s.unansweredMicros} asked and not answered at the end; ${s.errorLines} error line(s) logged by the regions.`,
     );
   }
   if (r.errorSamples.length > 0) lines.push('', 'Error lines, one of each kind:', '', ...r.errorSamples.map((l) => `    ${l}`));

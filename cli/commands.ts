@@ -153,7 +153,8 @@ export function tabular(json: unknown, header: readonly string[], rows: readonly
   return { json, human: rows.length === 0 ? [empty] : lines(header, rows), table: { header, rows } };
 }
 
-interface WorkspaceView {
+/** What `workspace show` reads from the management API (the fields it prints). */
+export interface WorkspaceView {
   workspaceId: string;
   name: string;
   createdAt: string;
@@ -169,11 +170,14 @@ interface WorkspaceView {
   month: { id: string; settled: { micros: number }; held: { micros: number } };
   /** Each region's part, in a stage with several regions. */
   regions?: { region: string; available: { micros: number }; held: { micros: number } }[] | null;
+  /** Credit between regions (in `balance.available`), in a stage with several regions. */
+  inTransit?: { micros: number } | null;
   members: { memberId: string; role: string; email: string | null; monthlyLimit: { micros: number } | null }[];
   profiles: { identifier: string; models: string[] }[];
 }
 
-function describeWorkspace(v: WorkspaceView): string[] {
+/** `workspace show`'s lines for people: money in major units with its currency. */
+export function describeWorkspace(v: WorkspaceView): string[] {
   return [
     `workspace        ${v.workspaceId}  ${v.name}`,
     `created          ${v.createdAt}`,
@@ -186,6 +190,8 @@ function describeWorkspace(v: WorkspaceView): string[] {
     `month ${v.month.id}    settled ${money(v.month.settled.micros)}, held ${money(v.month.held.micros)}`,
     // A stage with several regions: each region's part (a region that is down strands its part until it returns).
     ...(v.regions ?? []).map((r) => `  in ${r.region.padEnd(14)} available ${money(r.available.micros)}, held ${money(r.held.micros)}`),
+    // Credit on its way between regions (a top-up's spread, a transfer): in `available`, in no region's part.
+    ...((v.inTransit?.micros ?? 0) !== 0 ? [`  in transit       ${money(v.inTransit?.micros)} (between regions; in available)`] : []),
     '',
     `spend rate cap   ${minorMoney(v.spendRateCapMinor)} per 60 s`,
     `monthly limit    ${money(v.monthlyLimit?.micros)}`,

@@ -37,7 +37,15 @@ function byRegion(w: WorkspaceView): string {
   if (w.regions === null || w.regions.length < 2) return '';
   return `<h2>By region</h2>
 <p>Each region serves from its own part of the balance, and credit moves between regions as their traffic needs it. If a region goes down, its part stays there (stranded, not lost) until the region returns; the other regions keep serving from their own parts.</p>
-${table(['Region', 'Available', 'Held now'], w.regions.map((r) => [esc(r.region), money(r.available.micros), money(r.held.micros)]), 'by-region')}`;
+${table(
+  ['Region', 'Available', 'Held now'],
+  [
+    ...w.regions.map((r) => [esc(r.region), money(r.available.micros), money(r.held.micros)]),
+    // Credit on its way between regions (a top-up's spread, a transfer) is in the workspace's available, in no region's.
+    ...(w.inTransit !== null && w.inTransit.micros !== 0 ? [['In transit between regions', money(w.inTransit.micros), money(0)]] : []),
+  ],
+  'by-region',
+)}`;
 }
 
 /** The workspace: balance, this month, the pause, the spend-rate cap and the monthly limit (and, across regions, each region's part). */

@@ -22,7 +22,10 @@ import { randomBytes } from 'node:crypto';
 import { formatMoney } from '../core/money-format';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import { lensFor, readBalanceEverywhere } from './regions-balance';
-import { regionTag } from './regions';
+import { counterNames, quantityId } from '../core/transfers';
+import { livePeers } from './regions-alive';
+import { regionShare, regionTag } from './regions';
+import { transferPk } from './regions-transfers';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
@@ -171,17 +174,21 @@ export class DynamoBalancePort implements BalancePort {
     const pk = ledgerPk(input.workspaceId);
     const entry: StatementEntry = { kind: 'credit', at, amountMicros: micros, reference: reference ?? null, reason: null, who: input.who, requestId: input.requestId };
     const ledger = table(this.ctx, 'ledger');
+    // In a stage with several regions, each other region that is running gets its weighted part now.
+    const spread = await this.spreadOf(micros, at);
+    const kept = micros - spread.reduce((a, p) => a + p.micros, 0);
     for (let attempt = 1; ; attempt += 1) {
       const { balance: before, seq } = await this.readInSequence(input.workspaceId);
       try {
         await transact(
           { doc: this.writer },
           [
-            balanceChange(ledger, pk, micros, seq, undefined, this.elsewhere),
+            balanceChange(ledger, pk, kept, seq, undefined, this.elsewhere),
             statementPut(ledger, pk, entry),
             ...(reference === undefined
               ? []
               : [{ Put: { TableName: ledger, Item: { pk, sk: `${REF_PREFIX}${reference}`, ...entry }, ConditionExpression: 'attribute_not_exists(pk)' } }]),
+            ...(spread.length === 0 ? [] : [spreadSend(ledger, input.workspaceId, this.ctx.regions?.region ?? '', spread)]),
           ],
           async (reasons) => {
             if (failedAt(reasons, 0)) {
@@ -208,6 +215,21 @@ export class DynamoBalancePort implements BalancePort {
         return { applied: false, entry: original, balance: await this.read(input.workspaceId) };
       }
     }
+  }
+
+  /**
+   * A top-up's spread (docs/regions.md, "A top-up's spread"): each other region whose alive mark
+   * is fresh here gets its weighted part of the top-up (`regionShare`), sent through the credit
+   * transfer counters in the top-up's own transaction, so its first requests find credit there
+   * instead of waiting for an ask's two replication hops. A region not marked running gets
+   * nothing (what is sent to a region that is down waits there, stranded, until it returns): its
+   * part stays here, and moves by ask as before. Nothing in a stage with one region.
+   */
+  private async spreadOf(micros: number, now: number): Promise<{ readonly peer: string; readonly micros: number }[]> {
+    const regions = this.ctx.regions;
+    if (regions === undefined) return [];
+    const live = await livePeers(this.ctx.doc, table(this.ctx, 'ledger'), regions, now);
+    return live.map((peer) => ({ peer, micros: regionShare(regions, micros, peer) })).filter((p) => p.micros > 0);
   }
 
   async adjust(input: { workspaceId: string; deltaMicros: number; reason: string } & Actor): Promise<{ entry: StatementEntry; balance: BalanceView }> {
@@ -307,6 +329,32 @@ function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: num
         ':ceiling': Number.MAX_SAFE_INTEGER - Math.max(0, deltaMicros),
         ...(needMicros === undefined ? {} : { ':need': needMicros }),
       },
+    },
+  };
+}
+
+/**
+ * A top-up's spread as a give: the writing region's credit transfer item (`XFER#<ws>`, tagged by
+ * the lens outside the home region) counts each part as sent to its region, stamped so the
+ * receiving region's transfer agent takes it (`lambdas/transfer/agent.ts`); that agent credits it
+ * there once. The counters only grow, so no condition: an answer racing it is conditioned on the
+ * `sent` it read, and reads again.
+ */
+function spreadSend(ledger: string, workspaceId: string, region: string, parts: readonly { readonly peer: string; readonly micros: number }[]): TransactItem {
+  const names: Record<string, string> = { '#region': 'region', '#ws': 'ws' };
+  const values: Record<string, unknown> = { ':region': region, ':ws': workspaceId };
+  const adds = parts.map((p, i) => {
+    names[`#s${i}`] = counterNames(p.peer).sent;
+    values[`:s${i}`] = p.micros;
+    return `#s${i} :s${i}`;
+  });
+  return {
+    Update: {
+      TableName: ledger,
+      Key: { pk: transferPk(workspaceId), sk: quantityId({ kind: 'credit' }) },
+      UpdateExpression: `SET #region = :region, #ws = :ws ADD ${adds.join(', ')}`,
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: values,
     },
   };
 }

@@ -124,6 +124,12 @@ export interface WorkspaceView {
    * null in a stage with one region.
    */
   readonly regions: readonly { readonly region: string; readonly available: MoneyView; readonly held: MoneyView }[] | null;
+  /**
+   * In a stage with several regions, credit sent by one region and not yet credited by another
+   * (a top-up's spread, a transfer): in `balance.available`, in no region's part. null in a stage
+   * with one region.
+   */
+  readonly inTransit: MoneyView | null;
   readonly members: readonly {
     readonly memberId: string;
     readonly role: 'owner' | 'member';
@@ -171,6 +177,7 @@ export async function showWorkspace(
     },
     month: { id: month, settled: money(window?.settledMicros ?? 0), held: money(window?.heldMicros ?? 0) },
     regions: summary.regions === undefined ? null : summary.regions.map((r) => ({ region: r.region, available: money(r.availableMicros), held: money(r.heldMicros) })),
+    inTransit: summary.inTransitMicros === undefined ? null : money(summary.inTransitMicros),
     members: members
       .map((m) => ({
         memberId: m.memberId,

@@ -145,25 +145,55 @@ export interface RegionPart {
 export interface BalanceEverywhere extends BalanceSummary {
   /** Each region's available and held, in the stage's order (absent in a stage with one region). */
   readonly regions?: readonly RegionPart[];
+  /**
+   * Credit one region has sent and the other not yet credited (a give, or a top-up's spread):
+   * counted in the workspace-wide `available` and `credited` (it is the workspace's, spendable
+   * once it lands), in no region's part. Absent in a stage with one region.
+   */
+  readonly inTransitMicros?: number;
+}
+
+/**
+ * What is in transit between the regions' credit, as this replica shows it: every region's
+ * `sent` less every region's `recv` on their credit transfer items. Not clamped: a giver's send
+ * and its slice's debit are one transaction, and so are a receiver's receipt and its slice's
+ * credit, so while each region's two items are read as of one moment the sum over slices and
+ * transit is exact, even when the receipt shows before the send (then the giver's slice does not
+ * show the debit either). Replication carries the two items apart, so a read in the moment
+ * between them can be off by the transfer, as {@link readRegionalBalance} says.
+ */
+async function creditInTransit(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup, workspaceId: string): Promise<number> {
+  const items = await Promise.all(
+    setup.regions.map(async (region) => {
+      const key = { pk: `${transferPk(workspaceId)}${regionTag(setup, region)}`, sk: 'CREDIT' };
+      return { region, item: (await raw.send(new GetCommand({ TableName: tables.ledger, Key: key, ConsistentRead: true }))).Item };
+    }),
+  );
+  return items.reduce((a, { region, item }) => a + peersOf(setup, region).reduce((b, p) => b + peerCounters(item, p).sent - peerCounters(item, p).recv, 0), 0);
 }
 
 /**
  * The workspace-wide balance an operator reads (`workspace show`, the management API's balance):
  * today's `readBalance` in one region; with several, every region's slices summed (each region's
- * read in this replica), slice counts and floor the home region's, and each region's part (what a
- * region that is down holds stays there, stranded, until it returns).
+ * read in this replica) with the credit in transit between them, slice counts and floor the home
+ * region's, and each region's part (what a region that is down holds stays there, stranded, until
+ * it returns).
  */
 export async function readBalanceEverywhere(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup | undefined, workspaceId: string, now: number = Date.now()): Promise<BalanceEverywhere> {
   if (setup === undefined) return readBalance(raw, tables, workspaceId, now);
-  const parts = await Promise.all(setup.regions.map((region) => readBalance(lensFor(raw, tables, setup, region), tables, workspaceId, now)));
+  const [parts, inTransit] = await Promise.all([
+    Promise.all(setup.regions.map((region) => readBalance(lensFor(raw, tables, setup, region), tables, workspaceId, now))),
+    creditInTransit(raw, tables, setup, workspaceId),
+  ]);
   const home = parts[0] as BalanceSummary;
   const sum = (f: (b: BalanceSummary) => number): number => parts.reduce((a, b) => a + f(b), 0);
   return {
     ...home,
-    availableMicros: sum((b) => b.availableMicros),
+    availableMicros: sum((b) => b.availableMicros) + inTransit,
     heldMicros: sum((b) => b.heldMicros),
     spentMicros: sum((b) => b.spentMicros),
-    creditedMicros: sum((b) => b.creditedMicros),
+    creditedMicros: sum((b) => b.creditedMicros) + inTransit,
+    inTransitMicros: inTransit,
     month: { id: home.month.id, settledMicros: sum((b) => b.month.settledMicros), heldMicros: sum((b) => b.month.heldMicros) },
     regions: parts.map((b, i) => ({ region: setup.regions[i] as string, availableMicros: b.availableMicros, heldMicros: b.heldMicros })),
   };

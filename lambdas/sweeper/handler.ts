@@ -11,6 +11,7 @@ import { documentClient } from '../adapters/dynamo-client';
 import { loadConfig } from '../shared/config';
 import { tableName } from '../shared/schema';
 import { RegionalLedger } from '../store/regions-ledger';
+import { markAlive } from '../store/regions-alive';
 import { regionSetupFromEnv, regionTag } from '../store/regions';
 import { sweep, type SweepDeps } from './sweep';
 
@@ -51,14 +52,19 @@ const deps: SweepDeps = {
 export type SweepContext = Partial<Pick<Context, 'getRemainingTimeInMillis'>>;
 
 /**
- * Settles every expired hold. Resolves to how many this run settled; rejects with
+ * Settles every expired hold (and, with several regions, marks this one alive). Resolves to how many this run settled; rejects with
  * {@link SweepIncompleteError} when some could not be (they stay open for the next tick).
  */
 async function sweepOnce(_event: ScheduledEvent | unknown, context?: SweepContext): Promise<{ swept: number }> {
   const now = Date.now();
   const remaining = context?.getRemainingTimeInMillis?.();
+  // In a stage with several regions, every run marks this region alive (the top-up spread reads it
+  // elsewhere); a failed mark fails the run after the sweep, never instead of it.
+  const marked = regions === undefined ? undefined : markAlive(doc, t('ledger'), regions.region, now).then(() => undefined, (err: unknown) => err);
   const result = await sweep(remaining === undefined ? deps : { ...deps, deadline: now + remaining - SAFETY_MS }, now);
   if (result.failed > 0) throw new SweepIncompleteError(`${result.failed} expired hold(s) could not be settled; the next run tries again`);
+  const markFailed = await marked;
+  if (markFailed !== undefined) throw markFailed;
   return { swept: result.swept };
 }
 

@@ -11,8 +11,9 @@
  * - **Races across both regions**, once it is back (its requests in flight when it died wait for
  *   its sweeper meanwhile): 200 requests at once on a workspace whose balance fits fewer,
  *   and 200 on a key whose credit limit fits fewer (the workspace is rich), spread over both regions
- *   by the front door, each on a balance split between the regions (the top-up lands in the home;
- *   one request in the other region first moves that region its part, as its own traffic would).
+ *   by the front door, each on a balance split between the regions (the top-up sends the other
+ *   region its part, once its sweeper has marked it running; one request in the other region first
+ *   moves it there by ask otherwise, as its own traffic would).
  *   Each admitted reply stalls after its first frame (the simulator is told so)
  *   until every request has its answer, so nothing settles and frees money mid-race: exactly what
  *   fits is admitted, the rest refused 402 with its own code.
@@ -426,8 +427,9 @@ it('two regions behind one front door: races admit exactly what fits, a region k
   await admin('PUT', `/workspaces/${limited.workspaceId}/keys/${limited.keyId}/limit`, { amountMinor: limitMinor, window: 'monthly' });
   await keyEverywhere(poor.rawKey);
   await keyEverywhere(limited.rawKey);
-  // A top-up lands in the home region: one short request in the other region first, as its own
-  // traffic would, moves that region its part of the credit, so each race runs on a balance split
+  // A top-up sends the other region its part when that region's sweeper has marked it running
+  // (docs/regions.md, "A top-up's spread"), else the part moves by ask: one short request in the
+  // other region first, as its own traffic would, makes sure each race runs on a balance split
   // between the two (the integration suite races a region holding none). Charged like any other.
   const warm = new Set<string>();
   const west = state.regions[1] as RegionsStateFile['regions'][number];

@@ -222,6 +222,7 @@ describe("workspacePage's parts by region (a stage with several regions)", () =>
       balance: { available: m(15_000_000_000), held: m(250_000_000), spent: m(0), credited: m(15_250_000_000) },
       month: { id: '2026-11', settled: m(0), held: m(250_000_000) },
       regions,
+      inTransit: regions === null ? null : m(0),
       members: [],
       profiles: [],
     }) as unknown as WorkspaceView;
@@ -238,6 +239,22 @@ describe("workspacePage's parts by region (a stage with several regions)", () =>
       ['us-west-2', 'USD 50.00', 'USD 0.00'],
     ]);
     expect(html).toContain('stranded, not lost');
+  });
+
+  it('adds what is in transit between the regions (a top-up\'s spread) as a row of its own, only while there is some', () => {
+    const parts = [
+      { region: 'us-east-1', available: m(10_000_000_000), held: m(0) },
+      { region: 'us-west-2', available: m(0), held: m(0) },
+    ] as unknown as WorkspaceView['regions'];
+    const rowsOf = (html: string): string[][] => [...html.matchAll(/<tr><td>([^<]+)<\/td><td>([^<]+)<\/td><td>([^<]+)<\/td><\/tr>/g)].map((r) => r.slice(1));
+    const moving = workspacePage(session, { ...view(parts), inTransit: m(5_000_000_000) } as unknown as WorkspaceView, 60);
+    expect(rowsOf(moving)).toEqual([
+      ['us-east-1', 'USD 100.00', 'USD 0.00'],
+      ['us-west-2', 'USD 0.00', 'USD 0.00'],
+      ['In transit between regions', 'USD 50.00', 'USD 0.00'],
+    ]);
+    const still = workspacePage(session, { ...view(parts), inTransit: m(0) } as unknown as WorkspaceView, 60);
+    expect(rowsOf(still).map((r) => r[0])).toEqual(['us-east-1', 'us-west-2']);
   });
 
   it('shows nothing of regions in a stage with one region', () => {

@@ -4,6 +4,7 @@
  * region writes, and a refusal for one nobody owns), the transfer decisions, the aggregator's and
  * the transfer agent's filters.
  */
+import { ALIVE_FRESH_MS, aliveKey, freshMark } from '../../lambdas/store/regions-alive';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
 import { regionUsageFilters } from '../../lib/aggregator';
@@ -256,5 +257,21 @@ describe('sluice workspace slices with several regions', () => {
     expect(lines.some((l) => l.startsWith('region us-east-1 (down: stranded)'))).toBe(true);
     expect(lines.some((l) => l.startsWith('region us-west-2:'))).toBe(true);
     expect(lines[lines.length - 1]).toMatch(/stranded in regions down: .*5/);
+  });
+});
+
+describe("a region's alive mark (a top-up's spread reads it)", () => {
+  const now = 1_800_000_000_000;
+  it('counts a region running while its mark is fresh, and not when it is old, far in the future, or not a time', () => {
+    expect(freshMark(now, now)).toBe(true);
+    expect(freshMark(now - ALIVE_FRESH_MS, now)).toBe(true);
+    expect(freshMark(now - ALIVE_FRESH_MS - 1, now)).toBe(false);
+    // Another region's clock a little ahead is still a mark; far ahead is not trusted.
+    expect(freshMark(now + 30_000, now)).toBe(true);
+    expect(freshMark(now + 30_001, now)).toBe(false);
+    for (const bad of [undefined, null, '1800000000000', Number.NaN, 1.5]) expect(freshMark(bad, now)).toBe(false);
+  });
+  it('keys each region its own item', () => {
+    expect(aliveKey('us-west-2')).toEqual({ pk: 'REGION#us-west-2', sk: 'ALIVE' });
   });
 });
