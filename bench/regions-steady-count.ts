@@ -143,3 +143,56 @@ export function regionOf(i: number, percentFirst: number, regions: readonly [str
   const first = Math.floor(((i + 1) * percentFirst) / 100) - Math.floor((i * percentFirst) / 100);
   return first === 1 ? regions[0] : regions[1];
 }
+
+/** What one tick of a scenario's open loop sends besides its gateway request (at the tick): the samples, half a tick later. */
+export interface TickSamples {
+  /** The gateway request's region (`regionOf`). */
+  readonly region: string;
+  /** A direct call to the simulator, non-streamed or streamed; none on half the ticks. */
+  readonly direct?: 'plain' | 'stream';
+  /** The region whose floor (one admission transaction on its DynamoDB Local) is sampled. */
+  readonly floor?: string;
+}
+
+/** A region's floor is due this many ticks after its last one (the regions' floors together: one every other tick). */
+const FLOOR_EVERY_TICKS = 4;
+
+/**
+ * Where the samples go among a scenario's ticks, so that they sit in the same place for every
+ * region's requests whatever the split. A sample sent at the instant of a request shares its
+ * DynamoDB Local with that request's admission (the floor's transaction and the admission queue
+ * on it), or the simulator and this process with its call: when the samples follow the requests'
+ * parity (the floor on every odd tick, as it was), a 50/50 split, whose regions alternate, put
+ * every floor on the first region's ticks, half of them on that region's own store, and the first
+ * region's p50 paid for the bench's own probe (10 ms more at 5 requests/s). So the samples go half
+ * a tick after the request (`SAMPLE_DELAY_TICKS`), a region's floor after one of that region's own
+ * requests (one due every `FLOOR_EVERY_TICKS` ticks; after any tick once it is four times that late,
+ * so a region with next to no traffic still has one), and the direct calls on ticks 0, 1, 4 and 5
+ * of every 8, non-streamed after ticks 0 and 5, streamed after 1 and 4, so either kind follows
+ * either of two alternating regions as often.
+ */
+export class SamplePlan {
+  private readonly lastFloor = new Map<string, number>();
+
+  constructor(
+    private readonly percentFirst: number,
+    private readonly regions: readonly [string, string],
+  ) {}
+
+  /** Tick `i`'s request and samples; call once per tick, in order. */
+  at(i: number): TickSamples {
+    const region = regionOf(i, this.percentFirst, this.regions);
+    const phase = i % 8;
+    const direct = phase === 0 || phase === 5 ? 'plain' : phase === 1 || phase === 4 ? 'stream' : undefined;
+    // The most overdue region's floor first, when it is due and this is its tick (or it is long overdue).
+    const since = (r: string): number => i - (this.lastFloor.get(r) ?? -FLOOR_EVERY_TICKS);
+    const floor = [...this.regions]
+      .filter((r) => since(r) >= FLOOR_EVERY_TICKS && (r === region || since(r) >= 4 * FLOOR_EVERY_TICKS))
+      .sort((a, b) => since(b) - since(a))[0];
+    if (floor !== undefined) this.lastFloor.set(floor, i);
+    return { region, ...(direct === undefined ? {} : { direct }), ...(floor === undefined ? {} : { floor }) };
+  }
+}
+
+/** How long after its tick's request a tick's samples are sent, in ticks: as far from that request as from the next one. */
+export const SAMPLE_DELAY_TICKS = 0.5;

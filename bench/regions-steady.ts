@@ -56,7 +56,7 @@ import type { AdmissionLimits } from '../lambdas/gateway/ports';
 import { post, postStream, targetFrom, type Target, type Timing } from './load';
 import { addedLimits } from './report-targets';
 import { bodies, authHeaders, MODEL_SHORT, type Caller } from './phases/requests';
-import { countWindow, regionOf, TransferTally, waitedForTransfer, type MoveCounts, type RequestSpan } from './regions-steady-count';
+import { countWindow, SAMPLE_DELAY_TICKS, SamplePlan, TransferTally, waitedForTransfer, type MoveCounts, type RequestSpan } from './regions-steady-count';
 import { guardRun, log, type Cleanup } from './stack';
 import { round, summarize, type Summary } from './stats';
 
@@ -592,6 +592,7 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
     void p.finally(() => pending.delete(p));
   };
   const intervalMs = 1_000 / o.ratePerSecond;
+  const plan = new SamplePlan(percentHome, regions.names);
   log(`regions steady: ${split} (${first}/${second}), ${o.requests} requests at ${o.ratePerSecond}/s, workspace ${t.workspaceId}`);
   const t0 = performance.now();
   for (let i = 0; i < o.requests; i += 1) {
@@ -600,7 +601,8 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
     if (wait > 0) await sleep(wait);
     // Open loop, bounded: a stack that cannot keep up makes the run late (reported), not unbounded.
     while (pending.size >= MAX_IN_FLIGHT) await Promise.race(pending);
-    const region = regionOf(i, percentHome, regions.names);
+    const tick = plan.at(i);
+    const region = tick.region;
     const n = perRegion.get(region) ?? 0;
     perRegion.set(region, n + 1);
     const stream = n % 2 === 1;
@@ -617,9 +619,12 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
         }
       })(),
     );
-    // The direct call, in the same loop: every other tick, non-streamed and streamed in turn.
-    if (i % 2 === 0) {
-      const directStream = i % 4 === 2;
+    // The samples, half a tick later (`SamplePlan`: never at a request's instant, alike for every region).
+    const samplesDue = due + SAMPLE_DELAY_TICKS * intervalMs - performance.now();
+    if ((tick.direct !== undefined || tick.floor !== undefined) && samplesDue > 0) await sleep(samplesDue);
+    // The direct call, in the same loop: every other tick, non-streamed and streamed alike often.
+    if (tick.direct !== undefined) {
+      const directStream = tick.direct === 'stream';
       track(
         (async () => {
           const r = directStream ? await postStream(direct, shortStream.direct, key) : await post(direct, short.direct, key);
@@ -629,10 +634,10 @@ async function scenario(regions: Regions, watch: TransferWatch, floors: Readonly
         })().catch(() => undefined),
       );
     }
-    // The floor: one admission on a region's own DynamoDB Local every other tick, the regions in
-    // turn, one at a time per region (its round-trip count is per process, not per call).
-    if (i % 2 === 1) {
-      const floorRegion = regions.names[((i - 1) / 2) % 2] as string;
+    // The floor: one admission on a region's own DynamoDB Local every other tick, each region's
+    // after one of its own requests, one at a time per region (its round-trip count is per process, not per call).
+    if (tick.floor !== undefined) {
+      const floorRegion = tick.floor;
       if (!floorBusy.has(floorRegion)) {
         floorBusy.add(floorRegion);
         const floor = floors.get(floorRegion) as Floor;

@@ -1,9 +1,10 @@
 /**
  * The two-region steady-state bench's counting (`bench/regions-steady-count.ts`): what one write
  * to a transfer item did, read from its counters before and after; moves per window; which
- * requests waited for a transfer; the split of traffic between the regions.
+ * requests waited for a transfer; the split of traffic between the regions; where the direct calls
+ * and the floors go among the requests.
  */
-import { TransferTally, countWindow, eventsOf, regionOf, waitedForTransfer, type TransferEvent } from '../../bench/regions-steady-count';
+import { SAMPLE_DELAY_TICKS, SamplePlan, TransferTally, countWindow, eventsOf, regionOf, waitedForTransfer, type TickSamples, type TransferEvent } from '../../bench/regions-steady-count';
 
 const REGIONS = ['us-east-1', 'us-west-2'] as const;
 const credit = (region: string, counters: Record<string, number>): Record<string, unknown> => ({ pk: `XFER#ws_1${region === 'us-east-1' ? '' : `@${region}`}`, sk: 'CREDIT', region, ws: 'ws_1', ...counters });
@@ -86,5 +87,48 @@ describe('regionOf', () => {
     expect(picks.filter((r) => r === 'us-east-1').length).toBe(10 * p);
     const stretch = picks.slice(137, 237).filter((r) => r === 'us-east-1').length;
     expect(Math.abs(stretch - p)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('SamplePlan', () => {
+  const ticks = (p: number, n: number): TickSamples[] => {
+    const plan = new SamplePlan(p, REGIONS);
+    return Array.from({ length: n }, (_, i) => plan.at(i));
+  };
+
+  it('sends the samples half a tick after the request, never at its instant', () => {
+    expect(SAMPLE_DELAY_TICKS).toBe(0.5);
+  });
+
+  it.each([50, 70, 30, 90])('at %i %%: keeps the split, and takes each floor after one of its own region\'s requests, as often for either region', (p) => {
+    const plan = ticks(p, 800);
+    expect(plan.map((t) => t.region)).toEqual(Array.from({ length: 800 }, (_, i) => regionOf(i, p, REGIONS)));
+    for (const region of REGIONS) {
+      const floors = plan.filter((t) => t.floor === region);
+      // Where the floor's transaction sits: after its own region's request (the one that shares its store).
+      expect(floors.every((t) => t.region === region)).toBe(true);
+      // At most one every 4 ticks per region, and most of those while its requests come often enough
+      // (a floor waits for its region's next request; at 90/10 the second region has one in 10 ticks).
+      const expected = Math.min(800 / 4, plan.filter((t) => t.region === region).length);
+      expect(floors.length).toBeLessThanOrEqual(800 / 4);
+      expect(floors.length).toBeGreaterThanOrEqual(0.75 * expected);
+    }
+  });
+
+  it('at 50/50 puts the direct calls of either kind after either region\'s requests as often, one every other tick', () => {
+    const plan = ticks(50, 800);
+    for (const kind of ['plain', 'stream'] as const) {
+      const after = REGIONS.map((r) => plan.filter((t) => t.direct === kind && t.region === r).length);
+      expect(after).toEqual([100, 100]);
+    }
+  });
+
+  it('still samples the floor of a region with no traffic, after the other region\'s requests', () => {
+    const plan = ticks(100, 400);
+    const west = plan.filter((t) => t.floor === 'us-west-2').length;
+    const east = plan.filter((t) => t.floor === 'us-east-1').length;
+    // One every 16 ticks: four times a floor's due interval late.
+    expect(west).toBeGreaterThanOrEqual(24);
+    expect(east).toBeGreaterThanOrEqual(90);
   });
 });
