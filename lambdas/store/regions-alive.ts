@@ -7,6 +7,8 @@
  * ran a few minutes ago at most, and its writes reach this region. A region never marked (a
  * stage deployed before the mark, a region still starting), marked long ago (lost, or its
  * replication to here stopped) or marked in the future by more than a clock's skew does not.
+ * The configuration home reads the marks to spread a top-up; a region's ledger reads them to count
+ * a region lost at once (`regions-ledger.ts`), every process alike.
  */
 import { BatchGetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
@@ -33,12 +35,25 @@ export function freshMark(at: unknown, now: number): boolean {
   return typeof at === 'number' && Number.isSafeInteger(at) && at <= now + SKEW_MS && now - at <= ALIVE_FRESH_MS;
 }
 
-/** The other regions of the stage (as `setup.region` sees them) whose marks, read in this replica, say they are running. */
-export async function livePeers(doc: DocumentSender, ledgerTable: string, setup: RegionSetup, now: number): Promise<string[]> {
+/** The marks of the other regions of the stage (as `setup.region` sees them), read in this replica: each region's `at`, absent when it has none. */
+export async function peerMarks(doc: DocumentSender, ledgerTable: string, setup: RegionSetup): Promise<Map<string, unknown>> {
   const peers = peersOf(setup);
-  if (peers.length === 0) return [];
+  if (peers.length === 0) return new Map();
   // Eventually consistent is enough: the mark is minutes fresh or it is not.
   const out = await doc.send(new BatchGetCommand({ RequestItems: { [ledgerTable]: { Keys: peers.map(aliveKey) } } }));
-  const marks = new Map((out.Responses?.[ledgerTable] ?? []).map((i) => [i['region'], i['at']]));
-  return peers.filter((p) => freshMark(marks.get(p), now));
+  return new Map((out.Responses?.[ledgerTable] ?? []).filter((i) => peers.includes(String(i['region']))).map((i) => [String(i['region']), i['at']]));
+}
+
+/** The other regions of the stage whose marks, read in this replica, say they are running. */
+export async function livePeers(doc: DocumentSender, ledgerTable: string, setup: RegionSetup, now: number): Promise<string[]> {
+  const marks = await peerMarks(doc, ledgerTable, setup);
+  return peersOf(setup).filter((p) => freshMark(marks.get(p), now));
+}
+
+/**
+ * Whether a mark says its region stopped: there is one, and it is too old (or unreadable). No
+ * mark is no evidence either way (a stage upgraded, a region whose sweeper has not run yet).
+ */
+export function staleMark(marks: ReadonlyMap<string, unknown>, region: string, now: number): boolean {
+  return marks.has(region) && !freshMark(marks.get(region), now);
 }

@@ -26,6 +26,7 @@ import { monthId, windowEnd, windowKeys } from '../core/windows';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
 import type { HoldRecord } from '../shared/records';
 import { DynamoLedger, type LedgerTables } from './ledger';
+import { peerMarks, staleMark } from './regions-alive';
 import { RegionTransfers } from './regions-transfers';
 import { peersOf, regionShare, regionTag, type RegionSetup } from './regions';
 import { rowStart } from './request-rows';
@@ -36,6 +37,8 @@ const GATHER_MS = 20;
 const POLL_MS = 40;
 /** After this long without an answer to an ask, a region is treated as lost by this process (its share stranded) until it answers: the default. */
 const SILENT_MS = 30_000;
+/** How long a process keeps the other regions' alive marks it read before reading them again (only on a shortfall), milliseconds. */
+const MARKS_TTL_MS = 10_000;
 /** A refusal for money that is in another region and has not arrived: `503 balance_unavailable`, retry in a second. */
 const IN_TRANSIT: Refusal = { kind: 'in_transit', retryAfterSeconds: 1 };
 /** A minute's request-rate transfer items are kept this long past the minute (a counter is kept 3 minutes). */
@@ -125,6 +128,9 @@ export class RegionalLedger implements Ledger {
   private readonly batches = new Map<string, AskBatch>();
   /** Peers whose answer to an ask of this process's did not come within a wait, and since when (cleared by their next answer). */
   private readonly silent = new Map<string, number>();
+  /** The other regions' alive marks as this process last read them, and when (`regions-alive.ts`). */
+  private marks: { readonly readAt: number; readonly of: ReadonlyMap<string, unknown> } = { readAt: Number.NEGATIVE_INFINITY, of: new Map() };
+  private readonly readMarks: () => Promise<Map<string, unknown>>;
 
   constructor(
     /** This region's database (its replica of every table), unlensed. */
@@ -137,6 +143,7 @@ export class RegionalLedger implements Ledger {
   ) {
     this.transfers = new RegionTransfers(raw, tables, setup, onConflict);
     this.inner = this.transfers.ledger;
+    this.readMarks = () => peerMarks(raw, tables.ledger, setup);
   }
 
   private share(total: number): number {
@@ -331,16 +338,19 @@ export class RegionalLedger implements Ledger {
 
   /**
    * Each other region as this replica shows it (`peerSpare`'s figures), with its answers to this
-   * region; a region counted lost by this process shows its figures only (`lost`), until it has
-   * answered everything this region asked of it under `q` (then it is heard from again).
+   * region; a region counted lost by this process shows its figures only (`lost`): by its old
+   * alive mark until a fresh one arrives, by its silence until it has answered everything this
+   * region asked of it under `q` (then it is heard from again).
    */
   private async peerViews(workspaceId: string, q: Quantity): Promise<Record<string, PeerView>> {
+    await this.refreshMarks();
     const out: Record<string, PeerView> = {};
     await Promise.all(
       peersOf(this.setup).map(async (peer) => {
         const view = await this.transfers.peerView(workspaceId, q, peer);
         if (this.lost(peer)) {
-          if (view.said.answered < view.asked) {
+          // Lost by its mark until a fresh one arrives; by silence until it has answered.
+          if (staleMark(this.marks.of, peer, Date.now()) || view.said.answered < view.asked) {
             out[peer] = { spare: view.spare, lost: true };
             return;
           }
@@ -352,10 +362,28 @@ export class RegionalLedger implements Ledger {
     return out;
   }
 
-  /** Whether this process counts `peer` as lost: it left an ask unanswered for `silentMs` and has not answered since. */
+  /**
+   * Whether this process counts `peer` as lost: its alive mark, as this replica last showed it, is
+   * too old (its sweeper has not run, or its writes have not reached here, for minutes: every
+   * process of this region judges alike, a new one included) until a fresh mark arrives, or it
+   * left an ask of this process's unanswered for `silentMs` until it has answered everything asked
+   * of it under the quantity in question (`peerViews`).
+   */
   private lost(peer: string): boolean {
     const since = this.silent.get(peer);
-    return since !== undefined && Date.now() - since >= this.silentMs;
+    if (since !== undefined && Date.now() - since >= this.silentMs) return true;
+    return staleMark(this.marks.of, peer, Date.now());
+  }
+
+  /** Reads the other regions' alive marks again when this process's are older than {@link MARKS_TTL_MS} (a shortfall's path only); a failed read keeps what it had. */
+  private async refreshMarks(): Promise<void> {
+    const now = Date.now();
+    if (now - this.marks.readAt < MARKS_TTL_MS) return;
+    try {
+      this.marks = { readAt: now, of: await this.readMarks() };
+    } catch {
+      // No new evidence: the silence rule still decides.
+    }
   }
 
   /**

@@ -4,7 +4,8 @@
  * mark fresh in the home's replica) its weighted part, in the top-up's own transaction, and that
  * region's transfer agent credits it there once. A region not marked running gets nothing. Two
  * DynamoDB Locals joined by the local replicator, each region's transfer agent running; the
- * sweeper's Lambda handler itself writes the mark.
+ * sweeper's Lambda handler itself writes the mark. A region's ledger reads the marks too: a region
+ * whose mark is old is counted lost by every process at once.
  */
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { MICROS_PER_MINOR } from '../../lambdas/core/money-format';
@@ -15,7 +16,9 @@ import { createWorkspace, showWorkspace } from '../../lambdas/store/directory-wo
 import { ALIVE_FRESH_MS, aliveKey, livePeers } from '../../lambdas/store/regions-alive';
 import { readBalanceEverywhere, readRegionalBalance } from '../../lambdas/store/regions-balance';
 import { asRegion, type RegionSetup } from '../../lambdas/store/regions';
+import { RegionalLedger } from '../../lambdas/store/regions-ledger';
 import { transferPk } from '../../lambdas/store/regions-transfers';
+import { requestsTagged, settlement } from '../support/ledger-fixtures';
 import { HOME, WEST, startTwoRegions, type TwoRegions } from '../support/two-regions';
 
 jest.setTimeout(300_000);
@@ -174,5 +177,52 @@ describe("a top-up's spread", () => {
     await fx.expectInvariant(ws, 1_201 * MINOR);
     const west = (await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).regions.find((r) => r.region === WEST);
     expect(west?.availableMicros).toBe(westPart + 100 * MINOR);
+  });
+});
+
+describe("a region whose alive mark is old, as a region's ledger reads it", () => {
+  const request = requestsTagged('mk');
+  /** What the west has asked of the home region for the workspace's credit, on its own item. */
+  const askedOfHome = async (ledger: RegionalLedger, ws: string): Promise<number> => (await ledger.transfers.counters(ws, { kind: 'credit' }))[HOME]?.asked ?? 0;
+  const markHome = async (at: number): Promise<void> => {
+    await fx.east.doc.send(new PutCommand({ TableName: fx.t('ledger'), Item: { ...aliveKey(HOME), at, region: HOME } }));
+    await fx.caughtUp();
+  };
+
+  it('is counted lost by every process at once: its share stranded (503, retry), not asked, no request made to wait for it', async () => {
+    const ws = await fx.workspace();
+    // All the credit in the home region, whose agent answers nothing now (as if it were gone).
+    await fx.credit(fx.east, ws, 100 * MINOR);
+    await fx.caughtUp(ws);
+    await fx.east.agent?.stop();
+    try {
+      // Its mark fresh: a new process of the west asks it, waits and gives up (503 to retry).
+      await markHome(Date.now());
+      const fresh = new RegionalLedger(fx.west.raw, fx.tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 300 });
+      expect(await fresh.admit(request(ws, MINOR))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
+      const asked = await askedOfHome(fresh, ws);
+      expect(asked).toBeGreaterThan(0);
+
+      // Its mark old: a new process (no silence of its own seen yet) counts it lost without asking.
+      await markHome(Date.now() - ALIVE_FRESH_MS - 10_000);
+      const next = new RegionalLedger(fx.west.raw, fx.tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 300 });
+      expect(await next.admit(request(ws, MINOR))).toEqual({ admitted: false, refusal: { kind: 'in_transit', retryAfterSeconds: 1 } });
+      expect(await askedOfHome(next, ws)).toBe(asked);
+      // More than it holds as last replicated: the workspace's own 402, at once.
+      expect(await next.admit(request(ws, 200 * MINOR))).toMatchObject({ admitted: false, refusal: { kind: 'insufficient_credit' } });
+      expect(await askedOfHome(next, ws)).toBe(asked);
+    } finally {
+      await fx.startAgent(fx.east);
+      await markHome(Date.now());
+    }
+    // Running again (a fresh mark, its agent back): a new process asks and is answered.
+    const back = new RegionalLedger(fx.west.raw, fx.tables(), { ...asRegion(SETUP, WEST), transferWaitMs: 10_000 });
+    const admitted = await back.admit(request(ws, MINOR));
+    expect(admitted.admitted).toBe(true);
+    if (admitted.admitted) expect(await back.settle(admitted.hold, settlement(MINOR))).toBe(true);
+    await fx.caughtUp(ws);
+    const until = Date.now() + 60_000;
+    while ((await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).inTransitMicros !== 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+    await fx.expectInvariant(ws, 100 * MINOR);
   });
 });
