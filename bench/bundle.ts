@@ -25,6 +25,30 @@ export interface Bundles {
   readonly simulator: string;
 }
 
+/**
+ * The gateway handler bundled as lib/sluice-function.ts builds it: minify, source map without
+ * sources, node22, CommonJS, `@aws-sdk/*` and gpt-tokenizer external (run it with `NODE_PATH` at
+ * the repository's node_modules, `bundleEnv`), ES modules first.
+ */
+export async function buildGatewayHandler(outfile: string): Promise<void> {
+  await build({
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    logLevel: 'error',
+    absWorkingDir: REPO_ROOT,
+    entryPoints: [path.join(REPO_ROOT, 'lambdas/gateway/handler.ts')],
+    outfile,
+    minify: true,
+    sourcemap: true,
+    sourcesContent: false,
+    target: 'node22',
+    // As lib/sluice-function.ts: the tokenizer ships beside the bundle, loaded only when needed.
+    external: ['@aws-sdk/*', 'gpt-tokenizer'],
+    mainFields: ['module', 'main'],
+  });
+}
+
 export async function buildBundles(dir: string): Promise<Bundles> {
   const handler = path.join(dir, 'handler', 'index.js');
   const shim = path.join(dir, 'shim.js');
@@ -33,19 +57,7 @@ export async function buildBundles(dir: string): Promise<Bundles> {
   const bareRelay = path.join(dir, 'bare-relay.js');
   const common = { bundle: true, platform: 'node', format: 'cjs', logLevel: 'error', absWorkingDir: REPO_ROOT } as const;
   await Promise.all([
-    // lib/sluice-function.ts: minify, sourceMap, sourcesContent false, node22, CJS, @aws-sdk/* and gpt-tokenizer external, ES modules first.
-    build({
-      ...common,
-      entryPoints: [path.join(REPO_ROOT, 'lambdas/gateway/handler.ts')],
-      outfile: handler,
-      minify: true,
-      sourcemap: true,
-      sourcesContent: false,
-      target: 'node22',
-      // As lib/sluice-function.ts: the tokenizer ships beside the bundle, loaded only when needed.
-      external: ['@aws-sdk/*', 'gpt-tokenizer'],
-      mainFields: ['module', 'main'],
-    }),
+    buildGatewayHandler(handler),
     build({ ...common, entryPoints: [path.join(REPO_ROOT, 'local/lambda-shim.ts')], outfile: shim, target: 'node20' }),
     build({
       ...common,

@@ -49,7 +49,7 @@ import { addCredit, createKey, createWorkspace } from '../local/ops';
 import type { RegionsStateFile } from '../local/regions/settings';
 import { startStreamPoller, type StreamPoller } from '../local/stream-poller';
 import { mergeBenchJson } from './bench-json';
-import { REPO_ROOT } from './bundle';
+import { buildGatewayHandler, REPO_ROOT } from './bundle';
 import { Floor, FLOOR_LIMITS } from './floor';
 import { MICROS_PER_MINOR } from '../lambdas/core/money-format';
 import type { AdmissionLimits } from '../lambdas/gateway/ports';
@@ -184,8 +184,13 @@ interface Regions {
 async function startRegions(cleanup: Cleanup, o: SteadyOptions): Promise<Regions> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'sluice-regions-steady-'));
   cleanup.add('temporary home', () => rm(home, { recursive: true, force: true }));
+  // Each region's gateway runs from the handler's bundle, as deployed and as the latency phase runs it.
+  const bundle = path.join(home, 'gateway', 'index.js');
+  await buildGatewayHandler(bundle);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    SLUICE_LOCAL_GATEWAY_BUNDLE: bundle,
+    NODE_PATH: path.join(REPO_ROOT, 'node_modules'),
     SLUICE_LOCAL_HOME: home,
     PORT: String(await freePort('127.0.0.1')),
     SLUICE_ADMIN_PORT: '0',

@@ -28,6 +28,9 @@ import { startTransferAgent } from './transfer-agent';
 const PART_ENV = 'SLUICE_REGION_PART';
 type Part = 'gateway' | 'workers';
 
+/** A CommonJS bundle of the gateway handler to run instead of its sources (the regions steady bench sets it, with `NODE_PATH` for the bundle's external packages). */
+const GATEWAY_BUNDLE_ENV = 'SLUICE_LOCAL_GATEWAY_BUNDLE';
+
 /** The region's settings from the environment `start:regions` gives it. */
 function settings(): { region: string; endpoint: string; prefix: string } {
   const region = process.env[REGION_ENV];
@@ -60,7 +63,9 @@ async function runPart(part: Part): Promise<void> {
   // handlers read their configuration (this region's endpoint) when their modules load.
   installLambdaShim();
   if (part === 'gateway') {
-    const gatewayModule = await import('../../lambdas/gateway/handler');
+    // The benchmark runs the gateway as deployed, from its bundle (`bench/bundle.ts`); a developer's start from the sources.
+    const bundle = process.env[GATEWAY_BUNDLE_ENV];
+    const gatewayModule = bundle !== undefined && bundle !== '' ? (require(bundle) as typeof import('../../lambdas/gateway/handler')) : await import('../../lambdas/gateway/handler');
     const gateway = await serveGateway(gatewayModule.handler, portFrom(process.env, 'PORT', 0), say, 'let npm run start:regions choose the ports');
     stops.push(() => gateway.close());
     process.stdout.write(`ready ${gateway.url}\n`);
