@@ -26,6 +26,7 @@ import { counterNames, quantityId } from '../core/transfers';
 import { livePeers } from './regions-alive';
 import { regionShare, regionTag } from './regions';
 import { transferPk } from './regions-transfers';
+import { UpdateBuilder } from './expr';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import type { AdminContext } from './directory-context';
 import { BALANCE, failedAt, ledgerPk, nowOf, table, transact, type TransactItem } from './directory-context';
@@ -341,22 +342,10 @@ function balanceChange(ledger: string, pk: string, deltaMicros: number, seq: num
  * `sent` it read, and reads again.
  */
 function spreadSend(ledger: string, workspaceId: string, region: string, parts: readonly { readonly peer: string; readonly micros: number }[]): TransactItem {
-  const names: Record<string, string> = { '#region': 'region', '#ws': 'ws' };
-  const values: Record<string, unknown> = { ':region': region, ':ws': workspaceId };
-  const adds = parts.map((p, i) => {
-    names[`#s${i}`] = counterNames(p.peer).sent;
-    values[`:s${i}`] = p.micros;
-    return `#s${i} :s${i}`;
-  });
-  return {
-    Update: {
-      TableName: ledger,
-      Key: { pk: transferPk(workspaceId), sk: quantityId({ kind: 'credit' }) },
-      UpdateExpression: `SET #region = :region, #ws = :ws ADD ${adds.join(', ')}`,
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: values,
-    },
-  };
+  const u = new UpdateBuilder();
+  u.set(`${u.a('region')} = ${u.v(region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
+  for (const p of parts) u.add(counterNames(p.peer).sent, p.micros);
+  return { Update: { TableName: ledger, Key: { pk: transferPk(workspaceId), sk: quantityId({ kind: 'credit' }) }, ...u.build() } };
 }
 
 /** The statement line of a top-up or an adjustment, once per request id. */

@@ -7,7 +7,7 @@
  */
 import { GetCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentSender } from '../adapters/dynamo-wire';
-import { peerCounters } from '../core/transfers';
+import { peerCounters, quantityId } from '../core/transfers';
 import { sliceKey } from './keys';
 import { DynamoLedger, type LedgerTables } from './ledger';
 import { LedgerNotFoundError, readBalance, type BalanceSummary } from './balance';
@@ -96,6 +96,14 @@ export interface RegionalBalance {
   readonly strandedMicros: number;
 }
 
+/** What `region`'s credit transfer item, as this replica shows it, says it has sent to every other region and credited from them, in all. */
+async function creditCounters(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup, workspaceId: string, region: string): Promise<{ sent: number; recv: number }> {
+  const key = { pk: `${transferPk(workspaceId)}${regionTag(setup, region)}`, sk: quantityId({ kind: 'credit' }) };
+  const item = (await raw.send(new GetCommand({ TableName: tables.ledger, Key: key, ConsistentRead: true }))).Item;
+  const peers = peersOf(setup, region).map((p) => peerCounters(item, p));
+  return { sent: peers.reduce((a, c) => a + c.sent, 0), recv: peers.reduce((a, c) => a + c.recv, 0) };
+}
+
 /**
  * Every region's slices and credit transfers, summed. `credited` summed over regions plus what is
  * in transit is every credit ever added, once replication has caught up (docs/regions.md, "The
@@ -107,17 +115,15 @@ export async function readRegionalBalance(raw: DocumentSender, tables: LedgerTab
     setup.regions.map(async (region): Promise<RegionMoney> => {
       const snapshot = await new DynamoLedger(lensFor(raw, tables, setup, region), tables).readSlices(workspaceId);
       const sum = (f: (s: (typeof snapshot.slices)[number]) => number): number => snapshot.slices.reduce((a, s) => a + f(s), 0);
-      const key = { pk: `${transferPk(workspaceId)}${regionTag(setup, region)}`, sk: 'CREDIT' };
-      const item = (await raw.send(new GetCommand({ TableName: tables.ledger, Key: key, ConsistentRead: true }))).Item;
-      const peers = peersOf(setup, region).map((p) => peerCounters(item, p));
+      const { sent, recv } = await creditCounters(raw, tables, setup, workspaceId, region);
       return {
         region,
         availableMicros: sum((s) => s.availableMicros),
         heldMicros: sum((s) => s.heldMicros),
         spentMicros: sum((s) => s.spentMicros),
         creditedMicros: sum((s) => s.creditedMicros),
-        sentMicros: peers.reduce((a, c) => a + c.sent, 0),
-        receivedMicros: peers.reduce((a, c) => a + c.recv, 0),
+        sentMicros: sent,
+        receivedMicros: recv,
         down: down.includes(region),
       };
     }),
@@ -163,13 +169,8 @@ export interface BalanceEverywhere extends BalanceSummary {
  * between them can be off by the transfer, as {@link readRegionalBalance} says.
  */
 async function creditInTransit(raw: DocumentSender, tables: LedgerTables, setup: RegionSetup, workspaceId: string): Promise<number> {
-  const items = await Promise.all(
-    setup.regions.map(async (region) => {
-      const key = { pk: `${transferPk(workspaceId)}${regionTag(setup, region)}`, sk: 'CREDIT' };
-      return { region, item: (await raw.send(new GetCommand({ TableName: tables.ledger, Key: key, ConsistentRead: true }))).Item };
-    }),
-  );
-  return items.reduce((a, { region, item }) => a + peersOf(setup, region).reduce((b, p) => b + peerCounters(item, p).sent - peerCounters(item, p).recv, 0), 0);
+  const counters = await Promise.all(setup.regions.map((region) => creditCounters(raw, tables, setup, workspaceId, region)));
+  return counters.reduce((a, c) => a + c.sent - c.recv, 0);
 }
 
 /**

@@ -52,6 +52,20 @@ async function sentWest(ws: string): Promise<number> {
   return typeof v === 'number' ? v : 0;
 }
 
+/**
+ * Waits (up to a minute) until nothing of the workspace's credit is in transit as the west's
+ * replica shows it, replication caught up. A caller reads the balance again after: a read can take
+ * a receipt's counter and not its slice (one transaction, read as two items).
+ */
+async function landed(ws: string): Promise<void> {
+  const until = Date.now() + 60_000;
+  for (;;) {
+    await fx.caughtUp(ws);
+    if ((await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).inTransitMicros === 0 || Date.now() > until) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Runs the west's sweeper Lambda handler once, as its schedule does (a module of its own: it reads its settings at load). */
 async function westSweeperRuns(): Promise<void> {
   const vars: Record<string, string> = {
@@ -143,18 +157,9 @@ describe("a top-up's spread", () => {
     expect(again.applied).toBe(false);
     expect(await sentWest(ws)).toBe(westPart);
 
-    await fx.caughtUp(ws);
     // The west's agent has credited it, once: its slices hold its part, nothing is in transit.
-    const until = Date.now() + 60_000;
-    let b = await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws);
-    while (b.inTransitMicros !== 0 && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 200));
-      await fx.caughtUp(ws);
-      b = await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws);
-    }
-    // Read once more: the loop's last read took the slices before the transfer items, so it can
-    // have caught the receipt's counter without its slice (one transaction, read as two items).
-    b = await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws);
+    await landed(ws);
+    const b = await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws);
     expect(b.regions.map((r) => [r.region, r.availableMicros, r.sentMicros, r.receivedMicros])).toEqual([
       [HOME, 1_001 * MINOR - westPart, westPart, 0],
       [WEST, westPart, 0, westPart],
@@ -168,12 +173,7 @@ describe("a top-up's spread", () => {
     // A second top-up adds the west's part of it to what it sent, and lands the same way.
     await credit(ws, 200);
     expect(await sentWest(ws)).toBe(westPart + 100 * MINOR);
-    await fx.caughtUp(ws);
-    const end = Date.now() + 60_000;
-    while ((await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).inTransitMicros !== 0 && Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 200));
-      await fx.caughtUp(ws);
-    }
+    await landed(ws);
     await fx.expectInvariant(ws, 1_201 * MINOR);
     const west = (await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).regions.find((r) => r.region === WEST);
     expect(west?.availableMicros).toBe(westPart + 100 * MINOR);
@@ -220,9 +220,7 @@ describe("a region whose alive mark is old, as a region's ledger reads it", () =
     const admitted = await back.admit(request(ws, MINOR));
     expect(admitted.admitted).toBe(true);
     if (admitted.admitted) expect(await back.settle(admitted.hold, settlement(MINOR))).toBe(true);
-    await fx.caughtUp(ws);
-    const until = Date.now() + 60_000;
-    while ((await readRegionalBalance(fx.west.doc, fx.tables(), SETUP, ws)).inTransitMicros !== 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+    await landed(ws);
     await fx.expectInvariant(ws, 100 * MINOR);
   });
 });
