@@ -116,6 +116,14 @@ export interface Options {
   readonly regionsSteadyOnly: boolean;
   /** Leave two regions at steady state out of a run. */
   readonly noRegionsSteady: boolean;
+  /**
+   * The CPU share's provider time, ms: the simulator holds each reply's first byte this long, on
+   * every side alike, so an admission and its settlement fall in different CFS periods as they do
+   * behind a real provider (0, the default: the simulator answers at once, the harshest case).
+   */
+  readonly providerMs: number;
+  /** Extra `node` options for the gateway's process (space-separated), e.g. V8's heap sizes. */
+  readonly gatewayNodeOptions: readonly string[];
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -135,10 +143,17 @@ export function parseArgs(argv: readonly string[]): Options {
         'cost-only': { type: 'boolean', default: false },
         'regions-steady-only': { type: 'boolean', default: false },
         'no-regions-steady': { type: 'boolean', default: false },
+        'provider-ms': { type: 'string', default: '0' },
+        'gateway-node-options': { type: 'string', default: '' },
       },
       strict: true,
       allowPositionals: false,
     });
+    const providerMs = Number(values['provider-ms']);
+    if (!Number.isSafeInteger(providerMs) || providerMs < 0 || providerMs > 10_000) throw new Error(`--provider-ms takes whole milliseconds from 0 to 10000, got ${String(values['provider-ms'])}`);
+    const gatewayNodeOptions = String(values['gateway-node-options']).split(' ').filter((o) => o !== '');
+    const notAnOption = gatewayNodeOptions.find((o) => !o.startsWith('--'));
+    if (notAnOption !== undefined) throw new Error(`--gateway-node-options takes node options (each starting with --), got ${notAnOption}`);
     return {
       quick: values.quick === true,
       profile: values.profile === true,
@@ -151,8 +166,10 @@ export function parseArgs(argv: readonly string[]): Options {
       costOnly: values['cost-only'] === true,
       regionsSteadyOnly: values['regions-steady-only'] === true,
       noRegionsSteady: values['no-regions-steady'] === true,
+      providerMs,
+      gatewayNodeOptions,
     };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only, --regions-steady-only, --no-regions-steady)`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only, --regions-steady-only, --no-regions-steady, --provider-ms N, --gateway-node-options="--flag ...")`);
   }
 }

@@ -33,7 +33,7 @@ import { post, postStream } from './load';
 import { chunkGaps } from './phases/chunk-gaps';
 import { nonStreamedLatency } from './phases/latency';
 import { sequentialCpu } from './phases/request-cpu';
-import { expectOk } from './phases/requests';
+import { expectOk, MODEL_SHORT } from './phases/requests';
 import { streamTtfb } from './phases/ttfb';
 import { warmUp } from './phases/warm-up';
 import { procMemory, resetPeakRss } from './proc-status';
@@ -168,6 +168,10 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
     process.once('exit', () => void cap.remove());
     log(`CPU share: cgroup ${support.version} ${cap.dir}, period ${PERIOD_US} us; gateway pid ${gw.pid} alone in it; sizes ${sizes.join(', ')} MB`);
     await warmUp(stack, plan);
+    if (options.providerMs > 0) {
+      // Direct and gateway alike: the added latency stays the gateway's own.
+      await stack.sim.control('/_sim/default', { model: MODEL_SHORT, behavior: { kind: 'ok', stallBeforeFirstByteMs: options.providerMs } });
+    }
     cap.limit(quotaFor(sizes[0] as number, PERIOD_US, MB_PER_VCPU), PERIOD_US);
     cap.add(gw.pid, procCgroup(gw.pid));
     const phasePlan: Plan = { ...plan, latencyIterations: plan.cpuShare.latencyIterations, ttfbStreams: plan.cpuShare.ttfbStreams, gapStreams: plan.cpuShare.gapStreams };
@@ -234,6 +238,8 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
       periodUs: PERIOD_US,
       mbPerVcpu: MB_PER_VCPU,
       quick: options.quick,
+      providerMs: options.providerMs,
+      gatewayNodeOptions: options.gatewayNodeOptions,
       plan: plan.cpuShare,
       stages,
       cheapestMet: cheapestMet(entries),

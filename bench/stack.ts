@@ -178,7 +178,7 @@ export async function startStack(cleanup: Cleanup, plan: Plan, options: Options)
       // The per-key request rate is a stage setting; the benchmark is not measuring it.
       SLUICE_KEY_RATE_PER_MINUTE: '100000000',
     }),
-    ['--expose-gc', ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
+    ['--expose-gc', ...options.gatewayNodeOptions, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
   );
   cleanup.add('gateway', () => gw.stop());
   log(`simulator pid ${sim.pid} on ${sim.url}; gateway pid ${gw.pid} on ${gw.url}`);

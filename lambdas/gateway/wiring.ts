@@ -3,7 +3,7 @@
  * URL event and response stream to the runtime-free core. Used by the Lambda handler, local mode,
  * tests and benchmarks alike.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
@@ -13,6 +13,7 @@ import { documentClient, wireClient } from '../adapters/dynamo-client';
 import { DynamoCatalog } from '../adapters/dynamo-catalog';
 import { DynamoDirectory } from '../adapters/dynamo-directory';
 import { DynamoLedger } from '../adapters/dynamo-ledger';
+import { pooledRandomHex } from '../adapters/random-pool';
 import { RegionalLedger } from '../store/regions-ledger';
 import { regionSetupFromEnv } from '../store/regions';
 import type { DynamoWire } from '../adapters/dynamo-wire';
@@ -56,8 +57,10 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     config.secretSource === 'env'
       ? new LocalSecretSource(env, env.SLUICE_LOCAL_SECRETS_FILE ?? path.resolve(__dirname, '../../.sluice/secrets.json'))
       : new SecretsManagerSource(new SecretsManagerClient({}));
-  // A request id carries its start (`core/request-id.ts`): the store finds its row from it.
-  const idBytes = (): string => requestIdDigits(Date.now(), randomBytes(7).toString('hex'));
+  // A request id carries its start (`core/request-id.ts`): the store finds its row from it. Its
+  // random digits come from a pool the CSPRNG refills every 256 requests (`random-pool.ts`).
+  const randomHex = pooledRandomHex(7);
+  const idBytes = (): string => requestIdDigits(Date.now(), randomHex());
   const gateway = new Gateway({
     config,
     keys: directory,

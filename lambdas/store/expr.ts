@@ -33,6 +33,31 @@ function used<V>(text: string, all: Record<string, V>): Record<string, V> | unde
   return out;
 }
 
+/**
+ * Placeholders already spelled, by attribute name: an admission and a settlement name the same
+ * few dozen attributes on every request, so each is spelled once per process (bounded, should
+ * names ever vary without end).
+ */
+const NAME_KEYS = new Map<string, string>();
+const NAME_KEYS_MAX = 4_096;
+
+function nameKey(name: string): string {
+  let key = NAME_KEYS.get(name);
+  if (key === undefined) {
+    key = `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
+    if (NAME_KEYS.size >= NAME_KEYS_MAX) NAME_KEYS.clear();
+    NAME_KEYS.set(name, key);
+  }
+  return key;
+}
+
+/** `:v1`, `:v2`, … spelled once per process. */
+const VALUE_KEYS: string[] = [];
+
+function valueKey(n: number): string {
+  return (VALUE_KEYS[n] ??= `:v${n}`);
+}
+
 /** Collects SET, ADD and REMOVE clauses and ANDed conditions with generated placeholders. */
 export class UpdateBuilder {
   private readonly sets: string[] = [];
@@ -46,7 +71,7 @@ export class UpdateBuilder {
   /** A placeholder for a value. */
   v(value: unknown): string {
     this.n += 1;
-    const key = `:v${this.n}`;
+    const key = valueKey(this.n);
     this.values[key] = value;
     return key;
   }
@@ -58,7 +83,7 @@ export class UpdateBuilder {
    * one-character slot names `-` and `_` among them).
    */
   a(name: string): string {
-    const key = `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
+    const key = nameKey(name);
     this.names[key] = name;
     return key;
   }

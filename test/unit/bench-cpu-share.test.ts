@@ -74,12 +74,19 @@ describe('parseArgs', () => {
   it.each([
     [['--cpu-share-only'], { cpuShareOnly: true, noCpuShare: false, costOnly: false }],
     [['--no-cpu-share', '--quick'], { cpuShareOnly: false, noCpuShare: true, quick: true }],
-    [['--cost-only'], { costOnly: true }],
+    [['--cost-only'], { costOnly: true, providerMs: 0, gatewayNodeOptions: [] }],
+    [['--cpu-share-only', '--provider-ms', '50', '--gateway-node-options=--max-semi-space-size=32  --single-threaded-gc'], { providerMs: 50, gatewayNodeOptions: ['--max-semi-space-size=32', '--single-threaded-gc'] }],
   ])('reads %j', (argv, expected) => {
     expect(parseArgs(argv)).toMatchObject(expected);
   });
 
   it('refuses a switch it does not know, naming the ones it does', () => {
     expect(() => parseArgs(['--cpu-share'])).toThrow(/--cpu-share-only, --no-cpu-share, --cost-only/);
+  });
+
+  it('refuses a provider time that is not whole milliseconds, and node options that are not options', () => {
+    expect(() => parseArgs(['--provider-ms=-1'])).toThrow(/--provider-ms takes whole milliseconds/);
+    expect(() => parseArgs(['--provider-ms', '2.5'])).toThrow(/--provider-ms takes whole milliseconds/);
+    expect(() => parseArgs(['--gateway-node-options', 'semi=32'])).toThrow(/each starting with --/);
   });
 });

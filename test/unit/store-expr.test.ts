@@ -85,4 +85,18 @@ describe('UpdateBuilder.build', () => {
       { numRuns: 500 },
     );
   });
+
+  it('spells every name as it did before the names were remembered, past the bound of that memory too', () => {
+    const spelled = (name: string): string => `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
+    // 5,000 distinct names (more than the 4,096 remembered), each twice, the slot names among them.
+    const names = ['-', '_', 'ttl', 'held', ...Array.from({ length: 5_000 }, (_, i) => `w_${i}.x`)];
+    for (const round of [1, 2]) {
+      for (const name of names) {
+        const u = new UpdateBuilder();
+        const key = u.a(name);
+        expect([round, key]).toEqual([round, spelled(name)]);
+        expect(u.set(`${key} = ${u.v(1)}`).build().ExpressionAttributeNames).toEqual({ [key]: name });
+      }
+    }
+  });
 });
