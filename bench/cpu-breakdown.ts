@@ -1,6 +1,6 @@
 /**
  * Where the gateway's CPU goes, per non-streamed request and per stream, by part: the real
- * handler as deployed (middy's streaming handler over `buildGateway`'s adapters: DynamoWire,
+ * handler as deployed (the streaming handler over `buildGateway`'s adapters: DynamoWire,
  * the ledger, the directory's caches, the provider's HTTP client, the EMF line) invoked in this
  * process with a Function URL event, against DynamoDB Local and the upstream simulator each in a
  * process of their own. What Lambda's runtime does around an invocation (and local mode's HTTP
@@ -67,7 +67,7 @@ export const PART_RULES: readonly PartRule[] = [
   { part: 'ledger and lookups (store items, conditions, caches)', test: has('/lambdas/store/', '/lambdas/adapters/dynamo-', '/lambdas/adapters/ttl-cache.') },
   { part: 'telemetry line (EMF)', test: has('/lambdas/adapters/emf-telemetry.', '/lambdas/shared/emf.') },
   { part: 'provider call (HTTP client)', test: has('/lambdas/adapters/http-upstream.') },
-  { part: 'handler (middy streaming, event)', test: has('/lambdas/gateway/streaming.', '/lambdas/gateway/wiring.', '@middy/') },
+  { part: 'handler (streaming, event)', test: has('/lambdas/gateway/streaming.', '/lambdas/gateway/wiring.', '@middy/') },
   { part: 'gateway phases and core', test: has('/lambdas/gateway/', '/lambdas/core/', '/lambdas/shared/') },
   { part: 'AWS SDK (catalog reads)', test: has('@aws-sdk/', '@smithy/') },
   { part: 'harness (the response stream stand-in, the loop)', test: has('/bench/') },

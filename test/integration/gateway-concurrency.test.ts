@@ -2,7 +2,7 @@
  * Lambda Managed Instances run many invocations at once in one Node.js worker: one event loop, one
  * copy of the handler's module state (AWS: "Each concurrent request handled by the same worker
  * thread shares the same handler object and global state"). This runs the deployed handler
- * (`lambdas/gateway/handler.ts`, middy streaming, its adapters built at module scope from the
+ * (`lambdas/gateway/handler.ts`, the runtime's `streamifyResponse`, its adapters built at module scope from the
  * environment) through the Lambda streaming shim, with 67 invocations in this one process (65 of
  * them in flight at once) against DynamoDB Local and the upstream simulator, and shows that nothing
  * of one request reaches another:
@@ -18,8 +18,8 @@
  * - abort: one request is cut by its balance running out (its own AbortController ends its
  *   provider call) while the 64 others are held mid-stream by slow clients; all 64 then finish whole;
  * - an invocation whose Lambda context says its time is up still completes: the gateway owns its
- *   deadline, and middy's early timeout, which aborts one AbortController shared by every
- *   invocation of the process (`@middy/core` 6), stays off.
+ *   deadline (no wrapper of the handler ends an invocation early: middy's early timeout, which
+ *   aborted one AbortController shared by every invocation of the process, went with middy).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,5 +1,5 @@
 /**
- * The gateway's `@middy/core` streaming handler without the Lambda runtime: the fallback
+ * The gateway's streaming handler (`streamifyResponse` over `lambdaSink`) without the Lambda runtime: the fallback
  * `awslambda` writes the Function URL's prelude (metadata JSON, eight NUL bytes) and then the
  * body; the invocation ends only once the request is settled; a slow client is honoured.
  */
@@ -79,4 +79,19 @@ test('a refusal goes out as the error envelope with its status', async () => {
   const nul = all.indexOf(Buffer.alloc(8));
   expect((JSON.parse(all.subarray(0, nul).toString('utf8')) as { statusCode: number }).statusCode).toBe(400);
   expect(JSON.parse(all.subarray(nul + 8).toString('utf8'))).toMatchObject({ error: { code: 'model_id_not_pinned' } });
+});
+
+test('the response stream is ended when the invocation returns, and a serve that never answered still gets a 500', async () => {
+  const mg = memoryGateway();
+  const out = responseStream();
+  await streamingHandler(mg.gateway)(event({ model: 'local/sim-small', messages: [], max_tokens: 10 }), out, { awsRequestId: 'r3' } as Context);
+  expect(out.writableFinished).toBe(true);
+
+  const silent = { serve: () => Promise.resolve() } as unknown as Parameters<typeof streamingHandler>[0];
+  const out2 = responseStream();
+  await streamingHandler(silent)(event({}), out2, { awsRequestId: 'r4' } as Context);
+  expect(out2.writableFinished).toBe(true);
+  const all = Buffer.concat(out2.bytes);
+  const nul = all.indexOf(Buffer.alloc(8));
+  expect((JSON.parse(all.subarray(0, nul).toString('utf8')) as { statusCode: number }).statusCode).toBe(500);
 });
