@@ -6,7 +6,7 @@
  * process of their own. What Lambda's runtime does around an invocation (and local mode's HTTP
  * shim) is left out: this is the code the function's own CPU runs.
  *
- *   npx tsx bench/cpu-breakdown.ts [--requests N] [--streams N] [--tokens N] [--warmup N] [--no-profiles] [--json FILE]
+ *   npx tsx bench/cpu-breakdown.ts [--requests N] [--streams N] [--tokens N] [--warmup N] [--no-profiles] [--json FILE] [--save-profiles DIR]
  *   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p \
  *     node --expose-gc --import tsx bench/cpu-breakdown.ts --instructions [--dump]
  *                                  (instructions per request and per stream, which load does not
@@ -187,6 +187,8 @@ interface Options {
   readonly profiles: boolean;
   /** Non-streamed requests before measuring (and half as many short streams), so the code is compiled. */
   readonly warmup: number;
+  /** Write each batch's CPU profile to this folder (`requests.cpuprofile`, `streams.cpuprofile`: DevTools opens them). */
+  readonly saveProfiles?: string;
 }
 
 function options(argv: readonly string[]): Options {
@@ -201,6 +203,7 @@ function options(argv: readonly string[]): Options {
       'no-profiles': { type: 'boolean', default: false },
       dump: { type: 'boolean', default: false },
       warmup: { type: 'string', default: '600' },
+      'save-profiles': { type: 'string' },
     },
     strict: true,
   });
@@ -213,6 +216,7 @@ function options(argv: readonly string[]): Options {
     warmup: Number(values.warmup),
     dump: values.dump === true,
     ...(values.json === undefined ? {} : { json: values.json }),
+    ...(values['save-profiles'] === undefined ? {} : { saveProfiles: values['save-profiles'] }),
   };
 }
 
@@ -406,12 +410,13 @@ async function main(): Promise<void> {
     // Profiles and allocations over batches of their own (the profiler's cost stays out of the figures above).
     const session = new Session();
     session.connect();
-    const profiled = async (count: number, one: () => Promise<unknown>): Promise<{ cpu: Map<string, number>; heap: Map<string, number>; heapByFunction: Map<string, number> }> => {
+    const profiled = async (name: string, count: number, one: () => Promise<unknown>): Promise<{ cpu: Map<string, number>; heap: Map<string, number>; heapByFunction: Map<string, number> }> => {
       await post(session, 'Profiler.enable');
       await post(session, 'Profiler.setSamplingInterval', { interval: 100 });
       await post(session, 'Profiler.start');
       for (let i = 0; i < count; i += 1) await one();
       const { profile } = await post<{ profile: CpuProfile }>(session, 'Profiler.stop');
+      if (opts.saveProfiles !== undefined) writeFileSync(path.join(opts.saveProfiles, `${name}.cpuprofile`), JSON.stringify(profile));
       await post(session, 'HeapProfiler.enable');
       await post(session, 'HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
       for (let i = 0; i < count; i += 1) await one();
@@ -423,9 +428,9 @@ async function main(): Promise<void> {
     };
     const none = { cpu: new Map<string, number>(), heap: new Map<string, number>(), heapByFunction: new Map<string, number>() };
     const profRequests = Math.max(100, Math.floor(opts.requests / 2));
-    const reqProfile = opts.profiles ? await profiled(profRequests, nonStreamed) : none;
+    const reqProfile = opts.profiles ? await profiled('requests', profRequests, nonStreamed) : none;
     if (opts.profiles) await script(SHORT, 2 * opts.streams);
-    const streamProfile = opts.profiles ? await profiled(opts.streams, streamed(SHORT)) : none;
+    const streamProfile = opts.profiles ? await profiled('streams', opts.streams, streamed(SHORT)) : none;
     session.disconnect();
     gc.disconnect();
 

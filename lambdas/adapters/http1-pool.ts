@@ -249,6 +249,7 @@ export class Http1Pool {
    */
   request(head: string, body: Buffer, limits: ExchangeLimits): Promise<Http1Reply> {
     return new Promise<Http1Reply>((resolve, reject) => {
+      const timedOut = (): void => this.fail(exchange, this.timeoutError());
       const exchange: Exchange = {
         reader: new ReplyReader(),
         resolve,
@@ -259,10 +260,16 @@ export class Http1Pool {
         start: (connection) => {
           exchange.connection = connection;
           connection.exchange = exchange;
-          // The attempt's own limit runs from here, unless the call's deadline comes first.
-          if (limits.attemptTimeoutMs < limits.deadline - Date.now()) {
+          // The attempt's own limit runs from here, unless the call's deadline comes first. One
+          // timer per exchange when a socket is at hand: the attempt's limit is the same duration
+          // on every call, so Node appends it to one list of timers, where a duration computed from
+          // the deadline is a new list (and a priority-queue insertion) almost every time.
+          const left = limits.deadline - Date.now();
+          if (limits.attemptTimeoutMs < left) {
             clearTimeout(exchange.timer);
-            exchange.timer = setTimeout(() => this.fail(exchange, this.timeoutError()), limits.attemptTimeoutMs);
+            exchange.timer = setTimeout(timedOut, limits.attemptTimeoutMs);
+          } else if (exchange.timer === undefined) {
+            exchange.timer = setTimeout(timedOut, Math.max(1, left));
           }
           const { socket } = connection;
           socket.ref();
@@ -272,10 +279,14 @@ export class Http1Pool {
           socket.uncork();
         },
       };
-      exchange.timer = setTimeout(() => this.fail(exchange, this.timeoutError()), Math.max(1, limits.deadline - Date.now()));
       const connection = this.take();
-      if (connection === undefined) this.waiting.push(exchange);
-      else exchange.start(connection);
+      if (connection !== undefined) {
+        exchange.start(connection);
+        return;
+      }
+      // Waiting for a socket: the call's deadline runs while it waits.
+      exchange.timer = setTimeout(timedOut, Math.max(1, limits.deadline - Date.now()));
+      this.waiting.push(exchange);
     });
   }
 

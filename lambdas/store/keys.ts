@@ -17,7 +17,7 @@
  * usage table: a request's row, `pk` = `<ws>#U<n>`, sk `<iso start>#<requestId>`; while it is open
  * it carries `expiryShard` (`X<n>`), which puts it in the sweeper's sparse index.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { keySliceOf } from '../core/key-slices';
 
 /** The sort key of a slice's money item. */
@@ -39,7 +39,8 @@ export const USAGE_SHARDS = 32;
 
 /** A small, stable hash of a string, for picking shards (not for security). */
 export function shardOf(id: string, shards: number): number {
-  return createHash('sha1').update(id).digest().readUInt32BE(0) % shards;
+  // The one-shot hash: no Hash object per call (a request picks three or four shards).
+  return hash('sha1', id, 'buffer').readUInt32BE(0) % shards;
 }
 
 /** Partition key of one slice of a workspace's ledger; slice 0 keeps the historical key. */
@@ -108,9 +109,28 @@ export function usagePk(workspaceId: string, requestId: string): string {
   return `${workspaceId}#U${shardOf(requestId, USAGE_SHARDS)}`;
 }
 
+/** The last whole second `isoMillis` spelled: `2026-11-27T17:18:10.`, and that second's start. */
+let isoSecond = { start: Number.NaN, prefix: '' };
+
 /** Sort key of a request's row: when it started (ISO, so rows sort by time) and its id. */
 export function usageSk(startedAt: number, requestId: string): string {
-  return `${new Date(startedAt).toISOString()}#${requestId}`;
+  return `${isoMillis(startedAt)}#${requestId}`;
+}
+
+/**
+ * `new Date(at).toISOString()`, its seconds spelled once per second: an admission and its
+ * settlement both name the request's row, and requests of the same second share the prefix.
+ */
+export function isoMillis(at: number): string {
+  const millis = at - Math.floor(at / 1000) * 1000;
+  const start = at - millis;
+  if (start !== isoSecond.start) {
+    const iso = new Date(start).toISOString();
+    // Only the four-digit years share the layout `YYYY-MM-DDTHH:MM:SS.mmmZ`; the rest are spelled whole.
+    if (iso.length !== 24) return new Date(at).toISOString();
+    isoSecond = { start, prefix: iso.slice(0, 20) };
+  }
+  return `${isoSecond.prefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
 }
 
 /** The key of a request's row. */

@@ -209,6 +209,20 @@ describe('Http1Pool', () => {
     }
   });
 
+  it('ends a call at its deadline when that comes before the attempt limit, a socket at hand', async () => {
+    const pool = new Http1Pool(s.origin, { timeoutError: () => Object.assign(new Error('late'), { code: 'ETIMEDOUT' }) });
+    try {
+      // Warm: an idle socket is at hand for the next call.
+      expect((await post(pool, 'warm')).body.toString()).toBe('echo:warm');
+      await expect(post(pool, 'delay=300 short', { deadline: Date.now() + 60, attemptTimeoutMs: 5_000 })).rejects.toMatchObject({ code: 'ETIMEDOUT' });
+      // And a new socket too (none idle: the last one was closed with its late call).
+      await expect(post(pool, 'delay=300 fresh', { deadline: Date.now() + 60, attemptTimeoutMs: 5_000 })).rejects.toMatchObject({ code: 'ETIMEDOUT' });
+      expect((await post(pool, 'after')).body.toString()).toBe('echo:after');
+    } finally {
+      pool.destroy();
+    }
+  });
+
   it('counts the wait for a socket against the call deadline, and starts the attempt limit once it has one', async () => {
     const pool = new Http1Pool(s.origin, { maxSockets: 1 });
     try {

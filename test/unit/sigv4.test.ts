@@ -62,6 +62,21 @@ describe('DynamoSigner', () => {
     expect(amzDate(new Date(Date.UTC(2027, 0, 1, 0, 0, 0, 0)))).toBe('20270101T000000Z');
   });
 
+  it('spells each time anew when the second changes, whatever the order (it keeps the last second it spelled)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: Date.UTC(2000, 0, 1), max: Date.UTC(2099, 11, 31) }), { minLength: 1, maxLength: 30 }), (times) => {
+        for (const at of times) {
+          const iso = new Date(at).toISOString();
+          const expected = `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}T${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}Z`;
+          expect(amzDate(new Date(at))).toBe(expected);
+          expect(amzDate(new Date(at - (at % 1000) + 999))).toBe(expected);
+          expect(amzDate(new Date(at - (at % 1000) + 1000))).not.toBe(expected);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it.each([
     ['plain', 'plain'],
     [' lead and trail ', 'lead and trail'],
