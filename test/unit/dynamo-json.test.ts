@@ -156,6 +156,17 @@ describe('entryJson and transactWriteJson', () => {
     );
   });
 
+  it('spell every UTF-16 code unit in a string, a key and a value as JSON.stringify does', () => {
+    for (let unit = 0; unit <= 0xffff; unit += 1) {
+      const text = `a${String.fromCharCode(unit)}b`;
+      const e: Json = { TableName: text, Key: { [text]: text } };
+      const got = entryJson(e);
+      if (got !== JSON.stringify(reference.entry(e))) throw new Error(`code unit ${unit.toString(16)}: ${got}`);
+    }
+    // A pair of surrogates (one character) and a lone one, in every position.
+    for (const text of ['😀', 'x😀', '\ud83dx', 'x\ude00', '\ude00\ud83d']) expect(entryJson({ TableName: text })).toBe(JSON.stringify({ TableName: text }));
+  });
+
   it('writes a ledger admission as the marshall path does', () => {
     const admission: Json = {
       TransactItems: [
