@@ -185,7 +185,7 @@ interface Options {
   readonly dump: boolean;
   /** Skip the profiles (CPU and allocations), e.g. to count system calls with strace. */
   readonly profiles: boolean;
-  /** Non-streamed requests before measuring (and half as many short streams), so the code is compiled. */
+  /** Non-streamed requests before measuring, with half as many short streams and a twentieth as many long ones between them, so the code is compiled. */
   readonly warmup: number;
   /** Write each batch's CPU profile to this folder (`requests.cpuprofile`, `streams.cpuprofile`: DevTools opens them). */
   readonly saveProfiles?: string;
@@ -395,9 +395,20 @@ async function main(): Promise<void> {
     const framesOf = (tokens: number): number => tokens + 2; // role, content, finish frames; usage withheld
 
     process.stderr.write(`[cpu] warm-up (DynamoDB Local ${db.endpoint}, simulator ${sim.url})\n`);
-    for (let i = 0; i < warmup; i += 1) await nonStreamed();
-    await script(SHORT, Math.ceil(warmup / 2));
-    for (let i = 0; i < Math.ceil(warmup / 2); i += 1) await streamed(SHORT)();
+    // Interleaved, as a function's traffic is: every path sees requests and streams of both
+    // lengths before the batches, so no batch starts by recompiling what the one before it
+    // specialised (requests after streams saw V8 reoptimise Node's stream helpers, "wrong map").
+    for (let i = 0; i < warmup; i += 1) {
+      await nonStreamed();
+      if (i % 2 === 1) {
+        await script(SHORT, 1);
+        await streamed(SHORT)();
+      }
+      if (i % 20 === 19) {
+        await script(opts.tokens, 1);
+        await streamed(opts.tokens)();
+      }
+    }
 
     process.stderr.write(`[cpu] ${opts.requests} non-streamed requests, ${opts.streams} short and ${opts.streams} long streams\n`);
     const request = await batch('requests', opts.requests, nonStreamed);
