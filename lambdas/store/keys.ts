@@ -122,6 +122,8 @@ export function usageSk(startedAt: number, requestId: string): string {
  * settlement both name the request's row, and requests of the same second share the prefix.
  */
 export function isoMillis(at: number): string {
+  // A fraction of a millisecond (toISOString drops it), NaN or an infinity (it throws): spelled whole.
+  if (!Number.isInteger(at)) return new Date(at).toISOString();
   const millis = at - Math.floor(at / 1000) * 1000;
   const start = at - millis;
   if (start !== isoSecond.start) {

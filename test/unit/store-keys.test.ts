@@ -35,6 +35,8 @@ describe('isoMillis and usageSk', () => {
             fc.integer({ min: 1_795_799_889_990, max: 1_795_799_890_010 }),
             // Years that do not have four digits: spelled whole, never from the kept prefix.
             fc.integer({ min: -8.64e15, max: 8.64e15 }),
+            // A fraction of a millisecond, which toISOString drops.
+            fc.double({ min: 0, max: 4.1e12, noNaN: true }),
           ),
           { minLength: 1, maxLength: 40 },
         ),
@@ -44,6 +46,10 @@ describe('isoMillis and usageSk', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  it('refuses what toISOString refuses', () => {
+    for (const at of [Number.NaN, Number.POSITIVE_INFINITY, 8.64e15 + 1]) expect(() => isoMillis(at)).toThrow(RangeError);
   });
 
   it('names a request row by its start and id', () => {
