@@ -15,6 +15,7 @@
  * the library's. `test/unit/dynamo-json.test.ts` holds the equality over generated documents.
  */
 import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
+import { memoized } from '../shared/memo';
 
 type Json = Record<string, unknown>;
 
@@ -35,21 +36,10 @@ function quoted(text: string): string {
 }
 
 /**
- * A name as a JSON string, from a cache: a command's keys (attribute names, placeholders, the
- * protocol's fields) are the same few dozen on every request. Bounded, should names vary without end.
+ * A name as a JSON string, remembered: a command's keys (attribute names, placeholders, the
+ * protocol's fields) are the same few dozen on every request.
  */
-const QUOTED_NAMES = new Map<string, string>();
-const QUOTED_NAMES_MAX = 4_096;
-
-function quotedName(name: string): string {
-  let json = QUOTED_NAMES.get(name);
-  if (json === undefined) {
-    json = quoted(name);
-    if (QUOTED_NAMES.size >= QUOTED_NAMES_MAX) QUOTED_NAMES.clear();
-    QUOTED_NAMES.set(name, json);
-  }
-  return json;
-}
+const quotedName = memoized(quoted);
 
 /** One value as an attribute value's JSON, or undefined when it is not a plain value (see the module comment). */
 function attributeJson(value: unknown): string | undefined {

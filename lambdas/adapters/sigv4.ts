@@ -13,6 +13,7 @@
  * property test over random bodies, dates, hosts and credentials in `test/unit/sigv4.test.ts`).
  */
 import { createHmac, hash } from 'node:crypto';
+import { memoized } from '../shared/memo';
 
 /** AWS credentials as the SDK's providers give them. */
 export interface SigningCredentials {
@@ -85,7 +86,8 @@ function hmacHex(key: HmacKey, data: string): string {
 export class DynamoSigner {
   private key: { readonly day: string; readonly secret: string; readonly value: HmacKey } | undefined;
   private readonly canonicalHost: string;
-  private readonly targets = new Map<string, string>();
+  /** A target as signed: DynamoWire sends a handful, each canonicalised once. */
+  private readonly canonicalTarget = memoized(canonicalValue, 64);
 
   constructor(
     private readonly region: string,
@@ -127,17 +129,6 @@ export class DynamoSigner {
     headers['x-amz-content-sha256'] = payloadHash;
     headers.authorization = `${ALGORITHM} Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
     return headers;
-  }
-
-  /** A target as signed: DynamoWire sends a handful, each canonicalised once (bounded, should targets ever vary). */
-  private canonicalTarget(target: string): string {
-    let canonical = this.targets.get(target);
-    if (canonical === undefined) {
-      canonical = canonicalValue(target);
-      if (this.targets.size >= 64) this.targets.clear();
-      this.targets.set(target, canonical);
-    }
-    return canonical;
   }
 
   /** The day's signing key, derived once per day and secret (four HMACs) and kept, as HMAC's two padded blocks. */

@@ -2,6 +2,7 @@
  * A small builder for update and condition expressions, so each item's write is assembled from
  * named pieces (each with its reason at the call site) without hand-numbering placeholders.
  */
+import { memoized } from '../shared/memo';
 
 /** The expression parts of one `Update`, as the document client takes them. */
 export interface BuiltUpdate {
@@ -41,21 +42,9 @@ function used<V>(text: string, all: Iterable<readonly [string, V]>): Record<stri
 
 /**
  * Placeholders already spelled, by attribute name: an admission and a settlement name the same
- * few dozen attributes on every request, so each is spelled once per process (bounded, should
- * names ever vary without end).
+ * few dozen attributes on every request, so each is spelled once per process.
  */
-const NAME_KEYS = new Map<string, string>();
-const NAME_KEYS_MAX = 4_096;
-
-function nameKey(name: string): string {
-  let key = NAME_KEYS.get(name);
-  if (key === undefined) {
-    key = `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
-    if (NAME_KEYS.size >= NAME_KEYS_MAX) NAME_KEYS.clear();
-    NAME_KEYS.set(name, key);
-  }
-  return key;
-}
+const nameKey = memoized((name) => `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`);
 
 /** `:v1`, `:v2`, … spelled once per process. */
 const VALUE_KEYS: string[] = [];
