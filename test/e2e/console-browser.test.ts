@@ -486,6 +486,9 @@ describe('the console in Chromium', () => {
     await owner.goto('/console/keys');
     await owner.getByTestId(`rotate-${seeded}`).click();
     const replacement = visibleOf(await takeSecret(owner));
+    // The page reads its tables again while the secret shows; reload only once that read has
+    // brought the replacement's row, or the reload cancels it (a failed request in the walk).
+    await owner.getByTestId('keys').getByText(replacement).waitFor();
     await owner.reload();
     await owner.getByTestId('keys').getByText(replacement).waitFor();
     const rotated = await rowCells(owner, 'ended-keys', seeded);
