@@ -167,6 +167,35 @@ describe('entryJson and transactWriteJson', () => {
     for (const text of ['😀', 'x😀', '\ud83dx', 'x\ude00', '\ude00\ud83d']) expect(entryJson({ TableName: text })).toBe(JSON.stringify({ TableName: text }));
   });
 
+  it('writes a frozen field as JSON.stringify does, once remembered and whenever it could change', () => {
+    // The expression builder hands every command of one text the same frozen names: the same bytes each time.
+    const names = Object.freeze({ '#a': 'availableMicros', '#b': 'x"y' });
+    for (let i = 0; i < 3; i += 1) expect(entryJson({ TableName: 't', ExpressionAttributeNames: names })).toBe(JSON.stringify({ TableName: 't', ExpressionAttributeNames: names }));
+    fc.assert(
+      fc.property(entry, (e) => {
+        const frozen: Json = { ...e, ...(e.ExpressionAttributeNames !== undefined ? { ExpressionAttributeNames: Object.freeze({ ...(e.ExpressionAttributeNames as Json) }) } : {}) };
+        expect(outcome(() => entryJson(frozen))).toBe(outcome(() => entryJson(e)));
+        expect(outcome(() => entryJson(frozen))).toBe(outcome(() => JSON.stringify(reference.entry(frozen))));
+      }),
+      { numRuns: 300 },
+    );
+    // Frozen but able to change what it writes: a nested object, a getter, a prototype's toJSON. Each is written afresh.
+    const inner = { n: 1 };
+    const nested = Object.freeze({ inner });
+    let current = 0;
+    const getter = Object.freeze(Object.defineProperty({}, 'g', { enumerable: true, get: () => current }));
+    const proto = { toJSON: () => ({ at: current }) };
+    const withProto = Object.freeze(Object.create(proto) as object);
+    for (const value of [nested, getter, withProto]) {
+      const first = entryJson({ ExpressionAttributeNames: value });
+      inner.n += 1;
+      current += 1;
+      const second = entryJson({ ExpressionAttributeNames: value });
+      expect(second).not.toBe(first);
+      expect(second).toBe(JSON.stringify({ ExpressionAttributeNames: value }));
+    }
+  });
+
   it('writes a ledger admission as the marshall path does', () => {
     const admission: Json = {
       TransactItems: [

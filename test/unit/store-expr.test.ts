@@ -86,6 +86,77 @@ describe('UpdateBuilder.build', () => {
     );
   });
 
+  it('keeps the same placeholders for a text seen before, with each builder\'s own values', () => {
+    const make = (amount: number, extras: number): BuiltUpdate => {
+      const u = new UpdateBuilder();
+      // Placeholders made and never used, a different number each time: the text stays the same.
+      for (let i = 0; i < extras; i += 1) u.a(`spare${i}`);
+      u.when(`${u.a('availableMicros')} >= ${u.v(amount)}`);
+      return u.add('availableMicros', -amount).add('heldMicros', amount).build();
+    };
+    const first = make(5, 0);
+    const again = make(7, 3);
+    expect(again).toEqual({
+      UpdateExpression: 'ADD #availableMicros :v2, #heldMicros :v3',
+      ConditionExpression: '(#availableMicros >= :v1)',
+      ExpressionAttributeNames: { '#availableMicros': 'availableMicros', '#heldMicros': 'heldMicros' },
+      ExpressionAttributeValues: { ':v1': 7, ':v2': -7, ':v3': 7 },
+    });
+    expect(first.ExpressionAttributeValues).toEqual({ ':v1': 5, ':v2': -5, ':v3': 5 });
+    // One frozen names object for the text: nothing downstream can change another command's names.
+    expect(again.ExpressionAttributeNames).toBe(first.ExpressionAttributeNames);
+    expect(Object.isFrozen(again.ExpressionAttributeNames)).toBe(true);
+  });
+
+  it('chooses values by the builder in hand when a text was first seen with more of them, or fewer', () => {
+    const build = (values: number, clause: string): BuiltUpdate => {
+      const u = new UpdateBuilder();
+      for (let i = 1; i <= values; i += 1) u.v(i * 10);
+      return u.set(clause).build();
+    };
+    // The same text, spelled by hand: once from a builder that has :v3, then from one that has only :v1, then again.
+    expect(build(3, 'a = :v3, b = :v1').ExpressionAttributeValues).toEqual({ ':v1': 10, ':v3': 30 });
+    expect(build(1, 'a = :v3, b = :v1').ExpressionAttributeValues).toEqual({ ':v1': 10 });
+    expect(build(4, 'a = :v3, b = :v1').ExpressionAttributeValues).toEqual({ ':v1': 10, ':v3': 30 });
+    expect(build(1, 'c = :v1').ExpressionAttributeValues).toEqual({ ':v1': 10 });
+    expect(build(2, 'c = :v1').ExpressionAttributeValues).toEqual({ ':v1': 10 });
+  });
+
+  it('chooses as the rule before when the same texts come round again', () => {
+    // The generated builders of the property above, each built twice with other values: a repeat
+    // of a text must choose what a first sight of it chose.
+    const name = fc.constantFrom('a', 'b', 'ttl', '-', '_');
+    const step = fc.oneof(
+      fc.record({ kind: fc.constant('add' as const), name }),
+      fc.record({ kind: fc.constant('when' as const), name }),
+      fc.record({ kind: fc.constant('unused' as const), name }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 6 }), fc.integer(), fc.integer(), (steps, x, y) => {
+        const run = (value: number): BuiltUpdate => {
+          const u = new UpdateBuilder();
+          for (const s of steps) {
+            if (s.kind === 'add') u.add(s.name, value);
+            else if (s.kind === 'when') u.when(`${u.a(s.name)} < ${u.v(value)}`);
+            else {
+              u.a(`${s.name}z`);
+              u.v(value);
+            }
+          }
+          return u.build();
+        };
+        const one = run(x);
+        const two = run(y);
+        expect(Object.keys(two.ExpressionAttributeNames ?? {})).toEqual(Object.keys(one.ExpressionAttributeNames ?? {}));
+        expect(Object.keys(two.ExpressionAttributeValues ?? {})).toEqual(Object.keys(one.ExpressionAttributeValues ?? {}));
+        expect(Object.values(two.ExpressionAttributeValues ?? {}).every((v) => v === y)).toBe(true);
+        const all = { names: Object.fromEntries(steps.flatMap((s) => [[`#${s.name}`, s.name]])), values: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`:v${i + 1}`, 0])) };
+        expect(Object.keys(two.ExpressionAttributeValues ?? {}).sort()).toEqual(usedBefore(two, all).values.sort());
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('spells every name as it did before the names were remembered, past the bound of that memory too', () => {
     const spelled = (name: string): string => `#${name.replace(/[^A-Za-z0-9]/g, (c) => `_${c.charCodeAt(0).toString(16)}_`)}`;
     // 5,000 distinct names (more than the 4,096 remembered), each twice, the slot names among them.
