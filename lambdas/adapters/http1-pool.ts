@@ -45,12 +45,21 @@ const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 type Framing = { readonly kind: 'length'; readonly length: number } | { readonly kind: 'chunked' } | { readonly kind: 'close' };
 
 /**
+ * Headers Node's client keeps the first of when a reply repeats them (`IncomingMessage`'s rule);
+ * any other repeated header is joined with `, `.
+ */
+const FIRST_ONLY = new Set(['age', 'authorization', 'content-length', 'content-type', 'etag', 'expires', 'from', 'host', 'if-modified-since', 'if-unmodified-since', 'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer', 'retry-after', 'server', 'user-agent']);
+
+/**
  * An incremental reader of one reply. `push` takes the bytes as they arrive and answers once the
- * reply is complete: its status, body, and whether the socket may carry another exchange.
+ * reply is complete: its status, body, and whether the socket may carry another exchange. A
+ * subclass may take the body as it arrives instead of whole (`take`), and read the head as soon
+ * as it is in (`head`, with the headers when asked for).
  */
 export class ReplyReader {
   private buffered: Buffer | undefined;
   private status = 0;
+  private headers: Record<string, string> | undefined;
   private framing: Framing | undefined;
   private keepAlive = true;
   private readonly parts: Buffer[] = [];
@@ -88,6 +97,14 @@ export class ReplyReader {
     return this.readChunks(buf);
   }
 
+  /** @param keepHeaders whether to keep the reply's headers (names in lower case), for `head` */
+  constructor(private readonly keepHeaders = false) {}
+
+  /** The status and headers, once the head is in (the headers empty unless kept). */
+  get head(): { readonly status: number; readonly headers: Readonly<Record<string, string>> } | undefined {
+    return this.framing === undefined ? undefined : { status: this.status, headers: this.headers ?? {} };
+  }
+
   /** The socket ended: a reply framed by the connection's end is complete; any other is cut. */
   end(): { reply: Http1Reply; reusable: boolean } | undefined {
     if (this.framing?.kind === 'close') return this.done(false);
@@ -110,6 +127,12 @@ export class ReplyReader {
       if (colon <= 0) throw new Http1ProtocolError('a reply header has no name');
       const name = line.slice(0, colon).trim().toLowerCase();
       const value = line.slice(colon + 1).trim();
+      if (this.keepHeaders) {
+        const kept = (this.headers ??= {});
+        const before = kept[name];
+        if (before === undefined) kept[name] = value;
+        else if (!FIRST_ONLY.has(name)) kept[name] = `${before}, ${value}`;
+      }
       if (name === 'content-length') {
         if (!/^\d+$/.test(value) || (length !== undefined && length !== Number(value))) throw new Http1ProtocolError('the reply has a bad Content-Length');
         length = Number(value);
@@ -130,8 +153,13 @@ export class ReplyReader {
 
   private take(part: Buffer): void {
     if (part.length === 0) return;
-    this.parts.push(part);
     this.received += part.length;
+    this.keep(part);
+  }
+
+  /** A part of the body, in order: here collected for the whole reply. */
+  protected keep(part: Buffer): void {
+    this.parts.push(part);
   }
 
   private readChunks(input: Buffer): { reply: Http1Reply; reusable: boolean } | undefined {
@@ -218,22 +246,14 @@ export class Http1Pool {
   private readonly idle: Connection[] = [];
   private readonly waiting: Exchange[] = [];
   private readonly sockets = new Set<net.Socket>();
-  private readonly secure: boolean;
-  private readonly host: string;
-  private readonly port: number;
+  private readonly target: SocketTarget;
   private readonly maxSockets: number;
   private readonly timeoutError: () => Error;
-  private tlsSession: Buffer | undefined;
-  private readonly tlsOptions: Pick<tls.ConnectionOptions, 'ca'>;
 
   constructor(origin: URL, options: Http1PoolOptions = {}) {
-    this.secure = origin.protocol === 'https:';
-    // `URL.hostname` keeps an IPv6 address's brackets; a socket wants it without them.
-    this.host = origin.hostname.replace(/^\[(.*)\]$/, '$1');
-    this.port = origin.port === '' ? (this.secure ? 443 : 80) : Number(origin.port);
+    this.target = socketTarget(origin, options.tls);
     this.maxSockets = options.maxSockets ?? Number.POSITIVE_INFINITY;
     this.timeoutError = options.timeoutError ?? (() => Object.assign(new Error('no answer in time'), { code: 'ETIMEDOUT' }));
-    this.tlsOptions = options.tls ?? {};
   }
 
   /** Sockets open now, idle or busy. */
@@ -299,32 +319,11 @@ export class Http1Pool {
 
   /** A socket for a new exchange: the most recently idle one still writable, or a new one under the cap. */
   private take(): Connection | undefined {
-    for (let connection = this.idle.pop(); connection !== undefined; connection = this.idle.pop()) {
-      if (connection.socket.writable) return connection;
-      connection.socket.destroy();
-    }
-    return this.sockets.size < this.maxSockets ? this.connect() : undefined;
+    return popWritable(this.idle) ?? (this.sockets.size < this.maxSockets ? this.connect() : undefined);
   }
 
   private connect(): Connection {
-    let socket: net.Socket;
-    if (this.secure) {
-      // The last TLS session is offered again, as Node's https agent does: a new socket (after an
-      // idle close, or a frozen Lambda thawing) resumes it instead of a full handshake.
-      const secure = tls.connect({
-        ...this.tlsOptions,
-        host: this.host,
-        port: this.port,
-        servername: net.isIP(this.host) === 0 ? this.host : undefined,
-        ALPNProtocols: ['http/1.1'],
-        ...(this.tlsSession !== undefined ? { session: this.tlsSession } : {}),
-      });
-      secure.on('session', (session: Buffer) => (this.tlsSession = session));
-      socket = secure;
-    } else {
-      socket = net.connect({ host: this.host, port: this.port });
-    }
-    socket.setNoDelay(true);
+    const socket = openSocket(this.target);
     socket.setKeepAlive(true, 1_000);
     const connection: Connection = { socket, exchange: undefined };
     this.sockets.add(socket);
@@ -413,6 +412,62 @@ export class Http1Pool {
     socket.unref();
     this.idle.push(connection);
   }
+}
+
+/** The most recently idle connection still writable; those found closed are dropped on the way. */
+export function popWritable<C extends { readonly socket: net.Socket }>(idle: C[]): C | undefined {
+  for (let connection = idle.pop(); connection !== undefined; connection = idle.pop()) {
+    if (connection.socket.writable) return connection;
+    connection.socket.destroy();
+  }
+  return undefined;
+}
+
+/** Where an origin's sockets connect, and the TLS session they resume. */
+export interface SocketTarget {
+  readonly secure: boolean;
+  readonly host: string;
+  readonly port: number;
+  readonly tls: Pick<tls.ConnectionOptions, 'ca'>;
+  /** The last TLS session the origin gave, offered again by the next socket. */
+  session: Buffer | undefined;
+}
+
+export function socketTarget(origin: URL, tlsOptions: Pick<tls.ConnectionOptions, 'ca'> = {}): SocketTarget {
+  const secure = origin.protocol === 'https:';
+  return {
+    secure,
+    // `URL.hostname` keeps an IPv6 address's brackets; a socket wants it without them.
+    host: origin.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: origin.port === '' ? (secure ? 443 : 80) : Number(origin.port),
+    tls: tlsOptions,
+    session: undefined,
+  };
+}
+
+/**
+ * A new socket to `target`, without Nagle's delay. Over TLS (ALPN `http/1.1`, the host's name for
+ * SNI) the last session is offered again, as Node's https agent does: a new socket (after an idle
+ * close, or a frozen Lambda thawing) resumes it instead of a full handshake.
+ */
+export function openSocket(target: SocketTarget): net.Socket {
+  let socket: net.Socket;
+  if (target.secure) {
+    const secure = tls.connect({
+      ...target.tls,
+      host: target.host,
+      port: target.port,
+      servername: net.isIP(target.host) === 0 ? target.host : undefined,
+      ALPNProtocols: ['http/1.1'],
+      ...(target.session !== undefined ? { session: target.session } : {}),
+    });
+    secure.on('session', (session: Buffer) => (target.session = session));
+    socket = secure;
+  } else {
+    socket = net.connect({ host: target.host, port: target.port });
+  }
+  socket.setNoDelay(true);
+  return socket;
 }
 
 /** What Node's client reports for a connection closed before its reply: retried as a reset. */
