@@ -27,7 +27,7 @@
  * better than the CPU times when the machine is shared.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import os from 'node:os';
 import path from 'node:path';
@@ -427,7 +427,10 @@ async function main(): Promise<void> {
       await post(session, 'Profiler.start');
       for (let i = 0; i < count; i += 1) await one();
       const { profile } = await post<{ profile: CpuProfile }>(session, 'Profiler.stop');
-      if (opts.saveProfiles !== undefined) writeFileSync(path.join(opts.saveProfiles, `${name}.cpuprofile`), JSON.stringify(profile));
+      if (opts.saveProfiles !== undefined) {
+        mkdirSync(opts.saveProfiles, { recursive: true });
+        writeFileSync(path.join(opts.saveProfiles, `${name}.cpuprofile`), JSON.stringify(profile));
+      }
       await post(session, 'HeapProfiler.enable');
       await post(session, 'HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
       for (let i = 0; i < count; i += 1) await one();
