@@ -267,6 +267,9 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     // load 4): 512 MB (0.289 vCPU) met every target (added p50 5.29 ms of 6.25, p99 11.9 of 16.8,
     // first byte p99 5.9 of 19.2, chunk gap p99 0.08 of 1; 2.15 ms CPU a request, 140 MiB RSS);
     // 256 MB missed added p50 (6.67 of 6.55) and p99 (55 of 23.6), 128 MB missed all five.
+    // Again 2026-11-27 in a full `npm run bench` (load 2.4 to 1.3), after the provider client: 512 MB
+    // met every target (added p50 5.85 of 7.03, p99 12.4 of 18.8; 2.10 ms CPU a request); 256 MB
+    // met its p50s but missed added p99 (55 of 25.0) and first byte p99 (43 of 22.2).
     gatewayMemoryMb: 512,
     workerMemoryMb: 256,
     alarms: {
