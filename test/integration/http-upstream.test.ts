@@ -6,14 +6,13 @@
  * before anything is sent, and TLS. Against servers on loopback: raw sockets where the bytes
  * matter, Node's own servers otherwise. (The reuse rules are `http-upstream-reuse.test.ts`.)
  */
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
-import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { HttpUpstream } from '../../lambdas/adapters/http-upstream';
+import { localhostTls } from '../support/tls-fixture';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -271,9 +270,7 @@ describe('HttpUpstream', () => {
 });
 
 describe('HttpUpstream over TLS', () => {
-  const fixtures = path.join(__dirname, '../fixtures/tls');
-  const cert = readFileSync(path.join(fixtures, 'localhost-cert.pem'));
-  const key = readFileSync(path.join(fixtures, 'localhost-key.pem'));
+  const { cert, key } = localhostTls;
 
   it('keeps one TLS socket for calls one after another, resumes the session on a new one, and refuses a certificate it does not trust', async () => {
     const resumed: boolean[] = [];

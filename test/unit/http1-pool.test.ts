@@ -4,13 +4,12 @@
  * sockets reused, capped, replaced when the server closes them, and closed whenever an exchange
  * ends early, so a late reply never reaches another call.
  */
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { Http1Pool, Http1ProtocolError, ReplyReader, type Http1Reply } from '../../lambdas/adapters/http1-pool';
+import { localhostTls } from '../support/tls-fixture';
 
 /** Feeds `raw` to a fresh reader in the given pieces; the completed reply, or undefined. */
 function read(pieces: readonly Buffer[], endAfter = false): { reply: Http1Reply; reusable: boolean } | undefined {
@@ -305,9 +304,7 @@ describe('Http1Pool', () => {
 });
 
 describe('Http1Pool over TLS', () => {
-  const fixtures = path.join(__dirname, '../fixtures/tls');
-  const cert = readFileSync(path.join(fixtures, 'localhost-cert.pem'));
-  const key = readFileSync(path.join(fixtures, 'localhost-key.pem'));
+  const { cert, key } = localhostTls;
 
   it('keeps one TLS socket for calls one after another, and resumes the session on a new one', async () => {
     const resumed: boolean[] = [];
