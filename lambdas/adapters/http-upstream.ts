@@ -120,7 +120,7 @@ interface Target {
 
 /** A header name: an HTTP token. */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-/** What a header value may not hold (Node's check): a control character but tab, or DEL. */
+/** What a header value may not hold (Node's check): a control character but tab, DEL, or a character past U+00FF. */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 /** The request line and headers, as Node's client writes them for a keep-alive POST with a body. */
