@@ -1,6 +1,7 @@
 /**
  * Keep-alive HTTP/1.1 connections to one origin, for DynamoDB's JSON protocol: a POST with a
- * body, answered by one complete reply that is read whole.
+ * body, answered by one complete reply that is read whole. (Its reply reader and the way it opens
+ * and picks sockets also serve the provider client, `http-upstream.ts`, whose replies stream.)
  *
  * Node's `http.request` gives every exchange a `ClientRequest` and an `IncomingMessage` (two
  * streams with their events), validates and stores each header, and runs the agent's
@@ -53,8 +54,8 @@ const FIRST_ONLY = new Set(['age', 'authorization', 'content-length', 'content-t
 /**
  * An incremental reader of one reply. `push` takes the bytes as they arrive and answers once the
  * reply is complete: its status, body, and whether the socket may carry another exchange. A
- * subclass may take the body as it arrives instead of whole (`take`), and read the head as soon
- * as it is in (`head`, with the headers when asked for).
+ * subclass may take the body as it arrives instead of whole (`keep`), and read the head as soon
+ * as it is in (`head`, with the headers when asked for): the provider client does both.
  */
 export class ReplyReader {
   private buffered: Buffer | undefined;
