@@ -2,11 +2,13 @@
  * The management API's construct: a Function URL with IAM auth, and a role that reaches only what
  * the operator's use cases need.
  */
-import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { stageSettings } from '../../lib/stage';
+import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const PROVIDERS: readonly ProviderKeySource[] = [{ name: 'openai', keySource: { secretName: 'sluice/{stage}/providers/openai', env: 'OPENAI_API_KEY' } }];
 
@@ -21,7 +23,7 @@ interface Statement {
 // Without bundling the functions' code: nothing here reads it, and esbuild costs seconds
 // (test/cdk/sluice-stack.test.ts bundles the dev stage's functions).
 const template = Template.fromStack(
-  new SluiceStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Sluice-dev', { stage: stageSettings('dev'), providers: PROVIDERS }),
+  new SluiceStack(newApp(NO_BUNDLING), 'Sluice-dev', { stage: stageSettings('dev'), providers: PROVIDERS }),
 );
 const resources = (type: string): Record<string, Resource> => template.findResources(type) as Record<string, Resource>;
 

@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
-import { App } from 'aws-cdk-lib';
+import type { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { CONSOLE_ASSET_TYPES } from '../../lambdas/console/assets';
 import { CONSOLE_ENV, ORIGIN_FROM_FUNCTION_URL } from '../../lambdas/console/env';
@@ -14,6 +14,9 @@ import { nagPacks } from '../../lib/nag';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { STAGE_NAMES, StageConfigError, stageSettings, validateStageSettings, type StageName } from '../../lib/stage';
+import { cdkApps } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const PROVIDERS: readonly ProviderKeySource[] = [{ name: 'openai', keySource: { secretName: 'sluice/{stage}/providers/openai', env: 'OPENAI_API_KEY' } }];
 const ORIGIN = 'https://console.sluice.example.com';
@@ -38,7 +41,7 @@ function build(stage: StageName, consoleOrigin?: string): Built {
   const key = `${stage}|${consoleOrigin ?? ''}`;
   let b = built.get(key);
   if (b === undefined) {
-    const app = new App();
+    const app = newApp();
     const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: stageSettings(stage, { consoleOrigin }), providers: PROVIDERS });
     b = { app, stack, template: Template.fromStack(stack) };
     built.set(key, b);

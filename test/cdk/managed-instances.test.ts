@@ -8,7 +8,6 @@ import { execFile } from 'node:child_process';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { nagPacks } from '../../lib/nag';
 import type { ProviderKeySource } from '../../lib/provider-file';
@@ -24,6 +23,9 @@ import {
   type StageName,
   type StageSettings,
 } from '../../lib/stage';
+import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const PROVIDERS: readonly ProviderKeySource[] = [
@@ -52,7 +54,7 @@ function build(stage: StageName, compute: Compute): { stack: SluiceStack; templa
   const key = `${stage}/${compute}`;
   const existing = built.get(key);
   if (existing !== undefined) return existing;
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const app = newApp(NO_BUNDLING);
   const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: stageSettings(stage, { compute }), providers: PROVIDERS });
   const made = { stack, template: Template.fromStack(stack) };
   built.set(key, made);

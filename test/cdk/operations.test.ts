@@ -4,7 +4,6 @@
  * usage rows expire per stage, and the low-credit notifier runs on a schedule with the least
  * privilege it needs.
  */
-import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { ALL_TABLES, type TableName } from '../../lambdas/shared/schema';
 import { logMetricNamespace, serverErrorCodes } from '../../lib/alarms';
@@ -13,6 +12,9 @@ import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { STAGE_NAMES, StageConfigError, stageSettings, validateStageSettings, type StageName, type StageSettings } from '../../lib/stage';
 import { USAGE_STREAM_FILTERS, matchesFilters } from '../../lambdas/aggregator/mapping';
+import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const PROVIDERS: readonly ProviderKeySource[] = [
   { name: 'openai', keySource: { secretName: 'sluice/{stage}/providers/openai', env: 'OPENAI_API_KEY' } },
@@ -38,7 +40,7 @@ const built: Partial<Record<StageName, { stack: SluiceStack; template: Template 
 function build(stage: StageName): { stack: SluiceStack; template: Template } {
   const existing = built[stage];
   if (existing !== undefined) return existing;
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const app = newApp(NO_BUNDLING);
   const settings = stageSettings(stage, stage === 'dev' ? {} : { alarmEmail: EMAIL });
   const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: settings, providers: PROVIDERS });
   const made = { stack, template: Template.fromStack(stack) };

@@ -6,7 +6,7 @@
  * the wardens' secrets); the stage dashboard; cdk-nag clean. One synthesis for the whole file,
  * bundling skipped (the stacks, not the bundles, are under test).
  */
-import { App, type Stack } from 'aws-cdk-lib';
+import { type Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { ALL_TABLES } from '../../lambdas/shared/schema';
 import { REGION_ENV } from '../../lambdas/shared/region-env';
@@ -20,6 +20,9 @@ import { addStage, type StageStacks } from '../../lib/stage-app';
 import { stageSettings } from '../../lib/stage';
 import { TRANSFER_AGENT_ENTRY } from '../../lib/transfer-agent';
 import { frontDoorConfigSecretName, probeKeySecretName } from '../../lib/warden';
+import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const PROVIDERS: readonly ProviderKeySource[] = [{ name: 'openai', keySource: { secretName: 'sluice/{stage}/providers/openai', env: 'OPENAI_API_KEY' } }];
 const REGIONS = ['us-east-1', 'us-west-2'] as const;
@@ -40,7 +43,7 @@ let stacks: StageStacks;
 const templates = new Map<Stack, Template>();
 function built(): StageStacks {
   if (stacks === undefined) {
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = newApp(NO_BUNDLING);
     stacks = addStage(app, stage, { providers: PROVIDERS });
   }
   return stacks;

@@ -8,13 +8,15 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { REGION_ENV } from '../../lambdas/shared/region-env';
 import { nagPacks } from '../../lib/nag';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { addStage } from '../../lib/stage-app';
 import { MAX_REGIONS, StageConfigError, isMultiRegion, parseRegions, stageSettings, validateStageSettings, type StageName } from '../../lib/stage';
+import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+
+const newApp = cdkApps();
 
 const ROOT = path.resolve(__dirname, '..', '..');
 // The providers the fixture was recorded with.
@@ -90,7 +92,7 @@ describe('a stage with one region', () => {
 
   it.each(configs)('%s (%s, regions %j) synthesizes the same resources as before regions existed, nothing multi-region, cdk-nag clean', (name, compute, regions) => {
     // Bundling skipped: the resources, not the bundles, are compared (main's bundles are unchanged too).
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = newApp(NO_BUNDLING);
     const stacks = addStage(app, stageSettings(name, { compute, regions }), { providers: PROVIDERS });
     expect(stacks.frontDoor).toBeUndefined();
     expect(stacks.regions.map((s) => s.stackName)).toEqual([`Sluice-${name}`]);

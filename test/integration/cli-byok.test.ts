@@ -14,8 +14,7 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { WorkspaceRecord } from '../../lambdas/shared/records';
 import { ALL_TABLES, tableName } from '../../lambdas/shared/schema';
@@ -35,6 +34,9 @@ import {
   WorkspaceNotFoundError,
 } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { scratchDirs } from '../support/scratch';
+
+const scratch = scratchDirs();
 
 const OPENAI_KEY = 'sk-proj-TESTbyokKEY0123456789abcdefghijklmnop';
 const GROQ_KEY = 'gsk_TESTbyokGROQ0123456789';
@@ -45,7 +47,7 @@ let store: LocalFileSecretStore;
 
 beforeAll(async () => {
   t = await testTables();
-  store = new LocalFileSecretStore(join(mkdtempSync(join(tmpdir(), 'sluice-secrets-')), '.sluice', 'secrets.json'));
+  store = new LocalFileSecretStore(join(scratch('sluice-secrets-'), '.sluice', 'secrets.json'));
   ctx = { doc: t.doc, tablePrefix: t.prefix, stage: 'local', secrets: store };
   await importCatalog(ctx);
 });

@@ -3,8 +3,7 @@
  * slots even under concurrent mints), members, limits, profiles and the catalog import.
  */
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { hashKey } from '../../lambdas/core/api-key';
 import type { KeyRecord, WorkspaceRecord } from '../../lambdas/shared/records';
@@ -49,6 +48,9 @@ import {
   WorkspaceNotFoundError,
 } from '../../local/ops';
 import { testTables, type TestTables } from '../support/dynamo';
+import { scratchDirs } from '../support/scratch';
+
+const scratch = scratchDirs();
 
 let t: TestTables;
 let ctx: AdminContext;
@@ -456,7 +458,7 @@ describe('catalog import', () => {
 
   it('keeps what the files no longer list, naming it; prunes it only when asked', async () => {
     await importCatalog(cctx);
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-catalog-'));
+    const dir = scratch('sluice-catalog-');
     const providers = loadCatalogFiles().providers.filter((p) => p.name !== 'xai');
     const models = loadCatalogFiles().models.filter((m) => m.provider !== 'xai' && m.id !== 'openai/gpt-4o');
     writeFileSync(join(dir, 'providers.json'), JSON.stringify(providers));
@@ -484,7 +486,7 @@ describe('catalog import', () => {
   it('writes nothing when any entry is invalid, and names the entry', async () => {
     await importCatalog(cctx);
     const before = await catalogItems();
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-catalog-'));
+    const dir = scratch('sluice-catalog-');
     const models = loadCatalogFiles().models.map((m) => (m.id === 'openai/gpt-4.1' ? { ...m, inputRateThousandths: 1.5 } : m));
     writeFileSync(join(dir, 'catalog.json'), JSON.stringify(models.slice(0, 5)));
     const attempt = importCatalog(cctx, { catalogFile: join(dir, 'catalog.json') });

@@ -6,8 +6,6 @@
  * ended keys keeping how and by whom.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AdminDeps } from '../../lambdas/admin/ports';
 import type { ConsoleDeps } from '../../lambdas/console/ports';
@@ -20,6 +18,9 @@ import { tableName } from '../../lambdas/shared/schema';
 import { addMember, createKey, createWorkspace } from '../../local/ops';
 import { callConsole, consoleDeps, signInAs, type TestSession } from '../support/console';
 import { testTables, type TestTables } from '../support/dynamo';
+import { scratchDirs } from '../support/scratch';
+
+const scratch = scratchDirs();
 
 jest.setTimeout(60_000);
 
@@ -50,7 +51,7 @@ beforeAll(async () => {
     tablePrefix: tables.prefix,
     stage: 'local',
     now: () => clock,
-    secrets: new LocalFileSecretStore(join(mkdtempSync(join(tmpdir(), 'sluice-console-')), 'secrets.json')),
+    secrets: new LocalFileSecretStore(join(scratch('sluice-console-'), 'secrets.json')),
   };
   const admin: AdminDeps = { ctx, balance: new DynamoBalancePort(ctx) };
   deps = consoleDeps(admin);

@@ -7,8 +7,7 @@
  * set to an hour) and its management API not used: the other region has to serve alone.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { DynamoDirectory } from '../../lambdas/adapters/dynamo-directory';
@@ -26,6 +25,9 @@ import { requestsTagged, settlement } from '../support/ledger-fixtures';
 import { ensureAdminToken, serveAdmin, type AdminServer } from '../../local/admin-server';
 import { run } from '../../cli/main';
 import { HOME, WEST, startTwoRegions, type TwoRegions, type TwoRegionsRegion } from '../support/two-regions';
+import { scratchDirs } from '../support/scratch';
+
+const scratch = scratchDirs();
 
 jest.setTimeout(300_000);
 
@@ -103,7 +105,7 @@ async function gatewayAccepts(r: Region, rawKey: string): Promise<boolean> {
 
 beforeAll(async () => {
   fx = await startTwoRegions({ tag: 'ch', setup: SETUP, lagMs: 100, everyTable: true, extra: (name) => ({ name }) });
-  stateDir = mkdtempSync(join(tmpdir(), 'sluice-config-home-'));
+  stateDir = scratch('sluice-config-home-');
   const { token } = await ensureAdminToken(join(stateDir, 'admin-token'));
   for (const r of [fx.east, fx.west]) {
     const deps = depsOf(r);

@@ -3,7 +3,7 @@
  * own tables, with a state file and an admin token of its own so `sluice` (the CLI, as a child
  * process) finds it exactly as it finds a real local stage.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AdminDeps } from '../../lambdas/admin/app';
@@ -23,6 +23,7 @@ export interface TestAdmin {
   readonly deps: AdminDeps;
   /** The environment for `bin/sluice.js`: SLUICE_LOCAL_STATE points at this folder's state file. */
   readonly env: NodeJS.ProcessEnv;
+  /** Stops the server and removes `dir`. */
   close(): Promise<void>;
 }
 
@@ -44,5 +45,12 @@ export async function startTestAdmin(t: TestTables, opts: { now?: () => number; 
   const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOCAL_STATE: join(dir, 'local.json') };
   delete env['SLUICE_LOCAL_SECRETS_FILE'];
   delete env['SLUICE_ADMIN_URL'];
-  return { url: server.url, token, dir, ctx, deps, env, close: () => server.close() };
+    const close = async (): Promise<void> => {
+    try {
+      await server.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  return { url: server.url, token, dir, ctx, deps, env, close };
 }
