@@ -21,6 +21,7 @@ import { ConsoleTelemetry, EmfTelemetry } from '../adapters/emf-telemetry';
 import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
+import { tuneV8ForRequests } from '../shared/v8-tuning';
 import type { RuntimeConfig } from '../shared/config';
 import { requestIdDigits } from '../core/request-id';
 import { Gateway } from './app';
@@ -41,6 +42,8 @@ export interface Wiring {
 
 /** Builds the gateway on DynamoDB, Secrets Manager (or local secrets) and node:http. */
 export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, overrides: Partial<GatewayDeps> = {}): Wiring {
+  // Before the first request: V8 must not decide from mid-request scavenges that a request's objects live long.
+  tuneV8ForRequests();
   const doc = documentClient(config);
   const wire = wireClient(config, doc, env);
   const t = (name: Parameters<typeof tableName>[1]): string => tableName(config.tablePrefix, name);
