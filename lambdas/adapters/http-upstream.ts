@@ -149,14 +149,38 @@ interface Connection {
   used: boolean;
 }
 
-/** The reply's body as it arrives, into the call's Readable. */
+/**
+ * The reply's body as it arrives, into the call's Readable. The exchange's parts go through
+ * methods, not closures made per call: V8 drops a closure's optimized code at each full
+ * collection once its last instance is gone (docs/gateway.md, "Pretenuring").
+ */
 class BodyReader extends ReplyReader {
-  constructor(private readonly onPart: (part: Buffer) => void) {
+  constructor(private readonly exchange: Exchange) {
     super(true);
   }
 
   protected override keep(part: Buffer): void {
-    this.onPart(part);
+    this.exchange.pushPart(part);
+  }
+}
+
+/** The call's body: reading resumes the socket; destroying it ends the exchange. */
+class ExchangeBody extends Readable {
+  constructor(private readonly exchange: Exchange) {
+    super();
+  }
+
+  override _read(): void {
+    const socket = this.exchange.connection?.socket;
+    if (socket !== undefined && socket.isPaused()) socket.resume();
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    // The relay is done with it: a reply not read to its end leaves its socket unusable.
+    if (!this.exchange.over) this.exchange.fail(err ?? hangUp(), false);
+    // As Node's IncomingMessage: the error is emitted only to a listener (a body nobody reads
+    // any more must not throw from the socket's close).
+    callback(this.listenerCount('error') === 0 ? null : err);
   }
 }
 
@@ -168,7 +192,6 @@ class Exchange {
   /** Whether a byte of the reply has arrived. */
   answered = false;
   over = false;
-  private readonly onAbort: () => void;
 
   constructor(
     private readonly origin: Origin,
@@ -179,9 +202,14 @@ class Exchange {
     private readonly resolve: (response: UpstreamResponse) => void,
     private readonly reject: (err: unknown) => void,
   ) {
-    this.reader = new BodyReader((part) => this.pushPart(part));
-    this.onAbort = () => this.fail(abortError(signal));
-    signal.addEventListener('abort', this.onAbort, { once: true });
+    this.reader = new BodyReader(this);
+    // The exchange is its own abort listener (`handleEvent`): no closure per call.
+    signal.addEventListener('abort', this, { once: true });
+  }
+
+  /** The call's signal fired. */
+  handleEvent(): void {
+    this.fail(abortError(this.signal));
   }
 
   /** Puts the request on `connection`. */
@@ -234,20 +262,7 @@ class Exchange {
   private early: Buffer[] | undefined;
 
   private openBody(): Readable {
-    const body = new Readable({
-      read: () => {
-        const socket = this.connection?.socket;
-        if (socket !== undefined && socket.isPaused()) socket.resume();
-      },
-      destroy: (err, callback) => {
-        // The relay is done with it: a reply not read to its end leaves its socket unusable.
-        if (!this.over) this.fail(err ?? hangUp(), false);
-        // As Node's IncomingMessage: the error is emitted only to a listener (a body nobody reads
-        // any more must not throw from the socket's close).
-        callback(body.listenerCount('error') === 0 ? null : err);
-      },
-    });
-    return body;
+    return new ExchangeBody(this);
   }
 
   private flushEarly(): void {
@@ -257,7 +272,7 @@ class Exchange {
   }
 
   /** A part for the body (held until the body is handed out). Past what the relay has taken, the socket is paused until it asks for more. */
-  private pushPart(part: Buffer): void {
+  pushPart(part: Buffer): void {
     if (this.body === undefined) (this.early ??= []).push(part);
     else if (!this.body.push(part)) this.connection?.socket.pause();
   }
@@ -265,7 +280,7 @@ class Exchange {
   /** The reply is in whole: the body ends, the socket goes back to the pool when it can be trusted. */
   private complete(reusable: boolean): void {
     this.over = true;
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.signal.removeEventListener('abort', this);
     const connection = this.connection;
     this.connection = undefined;
     if (connection !== undefined) {
@@ -284,7 +299,7 @@ class Exchange {
   fail(err: unknown, destroyBody = true): void {
     if (this.over) return;
     this.over = true;
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.signal.removeEventListener('abort', this);
     this.origin.forget(this);
     const connection = this.connection;
     this.connection = undefined;

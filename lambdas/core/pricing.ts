@@ -69,9 +69,10 @@ function readCeiling(value: unknown): number | undefined {
  * `max_completion_tokens`; responses takes `max_output_tokens`. Undefined when none can be read.
  */
 export function callerCeiling(body: Readonly<Record<string, unknown>>, family: EndpointFamily): number | undefined {
-  const fields = family === 'chat_completions' ? [body.max_tokens, body.max_completion_tokens] : [body.max_output_tokens];
-  const figures = fields.map(readCeiling).filter((n): n is number => n !== undefined);
-  return figures.length === 0 ? undefined : Math.max(...figures);
+  if (family !== 'chat_completions') return readCeiling(body.max_output_tokens);
+  const a = readCeiling(body.max_tokens);
+  const b = readCeiling(body.max_completion_tokens);
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
 }
 
 /** Upper bound of a request's prompt, in tokens, and how many of them are text bytes. */

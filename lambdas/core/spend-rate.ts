@@ -85,9 +85,22 @@ export function partitionSlots(
  */
 export function slotsAfterReservation(slots: readonly RateSlot[], second: number, micros: number): RateSlot[] {
   const k = slotOf(second);
-  const held = slots.find((s) => s.slot === k);
+  const held = slotAt(slots, k);
   const next: RateSlot = { slot: k, second, micros: held !== undefined && held.second === second ? held.micros + micros : micros };
-  return [...slots.filter((s) => s.slot !== k), next].sort((a, b) => a.slot - b.slot);
+  // Loops and a module-level comparator, no closure made per call: a closure's optimized code is
+  // dropped at each full collection once its last instance is gone (docs/gateway.md, "Pretenuring").
+  const out: RateSlot[] = [];
+  for (const s of slots) if (s.slot !== k) out.push(s);
+  out.push(next);
+  return out.sort(bySlot);
+}
+
+const bySlot = (a: RateSlot, b: RateSlot): number => a.slot - b.slot;
+
+/** The entry for slot `k`, if the slots hold one (the first, as `find` would). */
+export function slotAt(slots: readonly RateSlot[], k: number): RateSlot | undefined {
+  for (const s of slots) if (s.slot === k) return s;
+  return undefined;
 }
 
 /** The slots left once `pruned` (aged-out entries, each removed only if still exactly as seen) are gone. */

@@ -24,12 +24,21 @@ const DONE = '[DONE]';
 const USAGE_NULL = /,[ \t\r\n]*"usage"[ \t\r\n]*:[ \t\r\n]*null(?=[ \t\r\n]*[,}])/g;
 const RESPONSE_END_TYPES: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
+/** A token count as reported: a non-negative safe integer, else 0. */
+function num(v: unknown): number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0;
+}
+
+/** A usage object's `…_details` member, or an empty one. */
+function details(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : NO_DETAILS;
+}
+const NO_DETAILS: Readonly<Record<string, unknown>> = Object.freeze({});
+
 /** Token counts from an OpenAI-format usage object (chat or responses naming); undefined if absent. */
 export function readUsage(usage: unknown): TokenCounts | undefined {
   if (usage === null || typeof usage !== 'object') return undefined;
   const u = usage as Record<string, unknown>;
-  const num = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0);
-  const details = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {});
   if (typeof u.prompt_tokens === 'number' || typeof u.completion_tokens === 'number') {
     return {
       inputTokens: num(u.prompt_tokens),

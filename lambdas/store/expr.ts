@@ -121,6 +121,11 @@ export class UpdateBuilder {
     return this;
   }
 
+  /** `SET #name = :vN`: one attribute to one value. */
+  setTo(name: string, value: unknown): this {
+    return this.set(`${this.a(name)} = ${this.v(value)}`);
+  }
+
   add(name: string, amount: number): this {
     this.adds.push(`${this.a(name)} ${this.v(amount)}`);
     return this;

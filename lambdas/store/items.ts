@@ -27,7 +27,7 @@
  */
 import type { MonthShareView, SliceEdit, SliceView, WindowView } from '../core/admission';
 import type { KeyShareEdit, KeyShareView } from '../core/key-slices';
-import { LAP_SKEW, RATE_SLOTS, SLOT_LAPS, SLOT_SPAN, bucketExpiry, guardRange, lapFloor, lapOf, slotEntry, slotOf, slotValue, type RateSlot } from '../core/spend-rate';
+import { LAP_SKEW, RATE_SLOTS, SLOT_LAPS, SLOT_SPAN, bucketExpiry, guardRange, lapFloor, lapOf, slotAt, slotEntry, slotOf, slotValue, type RateSlot } from '../core/spend-rate';
 import { UpdateBuilder, type BuiltUpdate } from './expr';
 
 /** An item as the document client returns it. */
@@ -142,7 +142,7 @@ export function addReservation(
 ): void {
   const { slice, known, second, micros, capMicros } = args;
   const k = slotOf(second);
-  const seen = known?.slots.find((s) => s.slot === k);
+  const seen = known === undefined ? undefined : slotAt(known.slots, k);
   const stale = seen !== undefined && seen.second !== second ? seen : undefined;
   const freed = stale?.micros ?? 0;
   const slot = u.a(slotName(k));

@@ -100,28 +100,27 @@ export interface SettledFigures {
 export function settleRowUpdate(usageTable: string, hold: HoldRecord, s: Settlement, figures: SettledFigures): { Update: { TableName: string; Key: Item; ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } & BuiltUpdate } {
   const counts = s.counts ?? { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reasoningTokens: 0 };
   const b = new UpdateBuilder();
-  const set = (name: string, value: unknown): void => void b.set(`${b.a(name)} = ${b.v(value)}`);
-  set('state', SETTLED);
-  if (s.servedBy !== undefined) set('servedBy', s.servedBy);
-  if (s.provider !== undefined) set('provider', s.provider);
-  set('stream', s.stream);
-  set('byok', s.byok ?? hold.byok);
-  set('status', s.status);
-  set('outcome', s.outcome);
-  set('inputTokens', counts.inputTokens);
-  set('cachedInputTokens', counts.cachedInputTokens);
-  set('outputTokens', counts.outputTokens);
-  set('reasoningTokens', counts.reasoningTokens);
-  set('chargeMicros', figures.chargeMicros);
-  set('holdMicros', hold.amountMicros);
-  set('attempts', s.attempts);
+  b.setTo('state', SETTLED);
+  if (s.servedBy !== undefined) b.setTo('servedBy', s.servedBy);
+  if (s.provider !== undefined) b.setTo('provider', s.provider);
+  b.setTo('stream', s.stream);
+  b.setTo('byok', s.byok ?? hold.byok);
+  b.setTo('status', s.status);
+  b.setTo('outcome', s.outcome);
+  b.setTo('inputTokens', counts.inputTokens);
+  b.setTo('cachedInputTokens', counts.cachedInputTokens);
+  b.setTo('outputTokens', counts.outputTokens);
+  b.setTo('reasoningTokens', counts.reasoningTokens);
+  b.setTo('chargeMicros', figures.chargeMicros);
+  b.setTo('holdMicros', hold.amountMicros);
+  b.setTo('attempts', s.attempts);
   // From the request's arrival, on the gateway's clock (the sweeper times nothing: from the start to now).
-  set('durationMs', s.durationMs ?? Math.max(0, s.now - hold.createdAt));
-  if (s.firstByteMs !== undefined) set('firstByteMs', s.firstByteMs);
-  if (s.estimated === true) set('estimated', true);
-  if (figures.uncollectedMicros > 0) set('uncollectedMicros', figures.uncollectedMicros);
+  b.setTo('durationMs', s.durationMs ?? Math.max(0, s.now - hold.createdAt));
+  if (s.firstByteMs !== undefined) b.setTo('firstByteMs', s.firstByteMs);
+  if (s.estimated === true) b.setTo('estimated', true);
+  if (figures.uncollectedMicros > 0) b.setTo('uncollectedMicros', figures.uncollectedMicros);
   // Retention starts at settlement: an open row never carries a TTL (collecting it would lose a hold).
-  if (figures.retentionDays !== undefined) set('ttl', Math.floor(s.now / 1000) + figures.retentionDays * DAY_S);
+  if (figures.retentionDays !== undefined) b.setTo('ttl', Math.floor(s.now / 1000) + figures.retentionDays * DAY_S);
   for (const name of OPEN_ONLY) b.remove(name);
   b.when(`${b.a('state')} = ${b.v(OPEN)}`).when(`${b.a('amountMicros')} = ${b.v(hold.amountMicros)}`);
   // And on its windows: a copy taken before a limit's arming adopted the request (`limit-arming.ts`) would miss one.
@@ -186,6 +185,10 @@ export type StoredHold = HoldRecord & { readonly pendingChargeMicros?: number };
 
 const FAMILIES: readonly EndpointFamily[] = ['chat_completions', 'responses'];
 
+function isString(v: unknown): v is string {
+  return typeof v === 'string';
+}
+
 function isInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
 }
@@ -220,7 +223,7 @@ export function holdOfRow(item: Item | undefined): StoredHold | undefined {
   if (typeof requestId !== 'string' || typeof workspaceId !== 'string' || typeof keyId !== 'string') return undefined;
   if (typeof family !== 'string' || !(FAMILIES as readonly string[]).includes(family) || typeof requestedModel !== 'string') return undefined;
   if (!isInt(amountMicros) || !isInt(inputMicros) || !isInt(startedAt) || !isInt(expiresAt) || typeof byok !== 'boolean') return undefined;
-  if (!Array.isArray(windows) || !windows.every((w): w is string => typeof w === 'string')) return undefined;
+  if (!Array.isArray(windows) || !windows.every(isString)) return undefined;
   return {
     holdId: requestId,
     workspaceId,
