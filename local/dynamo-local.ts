@@ -21,6 +21,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { chmod, copyFile, lstat, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { freePort } from './free-port';
@@ -65,8 +66,10 @@ export interface DynamoLocal {
   readonly port: number;
   /** PID of the Java process itself (not a wrapper), so it can be stopped from anywhere. */
   readonly pid: number;
-  /** Settles when the process exits, for whatever reason. */
+  /** Settles when the process exits, for whatever reason (its `tmpDir` removed). */
   readonly exited: Promise<ProcessExit>;
+  /** Java's temporary folder (`java.io.tmpdir`), this process's own: removed when it exits. */
+  readonly tmpDir: string;
   /** SIGTERM, then SIGKILL after a grace period; resolves once the process has exited. Idempotent. */
   stop(): Promise<void>;
 }
@@ -223,8 +226,13 @@ export async function startDynamoLocal(options: DynamoLocalOptions = {}): Promis
 async function launch(port: number, options: DynamoLocalOptions): Promise<DynamoLocal> {
   const jar = jarFolder();
   const classes = await compiledLauncher(jar);
+  // Java's temporary folder, one per process and removed when it exits: DynamoDB Local copies
+  // its SQLite library there on every start (`sqlite-…-libsqlite4java.so`, 0.9 MB) and a Java
+  // stopped by a signal never deletes it.
+  const javaTmp = await mkdtemp(join(tmpdir(), 'sluice-dynamodb-java-'));
   const args = [
     ...JIT_OPTIONS[options.jit ?? 'full'],
+    `-Djava.io.tmpdir=${javaTmp}`,
     `-Djava.library.path=${join(jar, 'DynamoDBLocal_lib')}`,
     '-cp',
     `${classes === undefined ? '' : `${classes}:`}${join(jar, 'DynamoDBLocal.jar')}:${join(jar, 'DynamoDBLocal_lib', '*')}`,
@@ -260,6 +268,9 @@ async function launch(port: number, options: DynamoLocalOptions): Promise<Dynamo
     child.once('close', (code, signal) => resolve({ code, signal }));
     // A failed spawn emits `error` and never `exit`.
     child.once('error', () => resolve({ code: null, signal: null }));
+  }).then(async (exit) => {
+    await rm(javaTmp, { recursive: true, force: true });
+    return exit;
   });
 
   const endpoint = `http://${DYNAMO_LOCAL_HOST}:${port}`;
@@ -274,7 +285,7 @@ async function launch(port: number, options: DynamoLocalOptions): Promise<Dynamo
   }
   const pid = child.pid;
   if (pid === undefined) throw new DynamoLocalStartError('DynamoDB Local has no PID', false);
-  return { endpoint, port, pid, exited, stop };
+  return { endpoint, port, pid, exited, tmpDir: javaTmp, stop };
 
   async function waitReady(
     url: string,

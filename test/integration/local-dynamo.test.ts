@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -210,6 +210,25 @@ describe('startDynamoLocal', () => {
     } finally {
       client.destroy();
       await db.stop();
+    }
+  }, 120_000);
+
+  it("keeps Java's temporary files in a folder of its own, removed when it exits, killed or stopped", async () => {
+    for (const end of ['stop', 'kill'] as const) {
+      const db = await startDynamoLocal({ readyTimeoutMs: 60_000 });
+      try {
+        expect(readFileSync(`/proc/${db.pid}/cmdline`, 'utf8').split('\0')).toContain(`-Djava.io.tmpdir=${db.tmpDir}`);
+        expect(statSync(db.tmpDir).mode & 0o777).toBe(0o700);
+        // DynamoDB Local copies its SQLite library there on start; a Java ended by a signal never deletes it.
+        expect(readdirSync(db.tmpDir).some((f) => f.endsWith('libsqlite4java.so'))).toBe(true);
+        if (end === 'kill') {
+          process.kill(db.pid, 'SIGKILL');
+          await db.exited;
+        }
+      } finally {
+        await db.stop();
+      }
+      expect({ end, left: existsSync(db.tmpDir) }).toEqual({ end, left: false });
     }
   }, 120_000);
 
