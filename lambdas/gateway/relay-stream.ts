@@ -51,85 +51,140 @@ function releaseForReuse(body: Readable): void {
   body.resume();
 }
 
+/**
+ * One stream's relay state, with its callbacks as methods (bound once per stream): a closure
+ * made per stream loses its optimized code at each full collection once its last instance is
+ * gone, and is compiled again (docs/gateway.md, "Pretenuring"); a bound method runs the one
+ * compiled method.
+ */
+class StreamRun {
+  hold: Admitted['hold'];
+  /** The serving model's own ceiling: the hold covers at least that much of its output. */
+  private coveredTokens: number;
+  private readonly outputRate: number;
+  ending: Broken | undefined;
+  doneFrame: Buffer | undefined;
+  clientGone = false;
+  readonly relay: SseRelay;
+  readonly tape = new ReplyTape();
+  /** The step whose bytes are being written while the provider's body is paused (one at a time). */
+  private writing: RelayStep | undefined;
+  readonly onChunk = this.chunk.bind(this);
+  private readonly onWritten = this.written.bind(this);
+  private readonly onClientLeft = this.clientLeft.bind(this);
+  private readonly onExtendFailed = this.extendFailed.bind(this);
+
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly admitted: Admitted,
+    private readonly candidate: PricedCandidate,
+    private readonly overall: AbortController,
+    injectedUsage: boolean,
+  ) {
+    this.hold = admitted.hold;
+    this.relay = new SseRelay({ family: admitted.rules.family, injectedUsage });
+    this.coveredTokens = candidate.size?.outputCeilingTokens ?? Number.POSITIVE_INFINITY;
+    this.outputRate = ratesOf(candidate.model).outputRateThousandths;
+  }
+
+  /**
+   * A chunk from the provider. One the client's side takes at once is relayed with no promise at
+   * all; a write that must wait, or a hold extension, pauses the provider's body meanwhile.
+   */
+  private chunk(chunk: Buffer): boolean | Promise<boolean> {
+    this.tape.keep(chunk);
+    const step = this.relay.push(chunk);
+    if (step.out === undefined) return this.afterWrite(step);
+    let wait: Promise<void> | undefined;
+    try {
+      wait = this.ctx.sink.write(step.out);
+    } catch {
+      return this.clientLeft();
+    }
+    if (wait === undefined) return this.afterWrite(step);
+    this.writing = step;
+    return wait.then(this.onWritten, this.onClientLeft);
+  }
+
+  private written(): boolean | Promise<boolean> {
+    const step = this.writing as RelayStep;
+    this.writing = undefined;
+    return this.afterWrite(step);
+  }
+
+  /** What follows a chunk once its bytes are written: true ends the relay. */
+  private afterWrite(step: RelayStep): boolean | Promise<boolean> {
+    if (step.fault !== undefined) {
+      this.ending = brokenStream(this.candidate, step.fault);
+      return true;
+    }
+    if (step.done !== undefined) {
+      this.doneFrame = step.done;
+      return true;
+    }
+    return this.candidate.byokSecret === undefined && outgrown(this.relay.frames, this.coveredTokens) ? this.grow() : false;
+  }
+
+  private clientLeft(): true {
+    // The client went away: stop the provider too, and settle on what it produced.
+    this.clientGone = true;
+    this.ending = { kind: 'upstream_stream_failed', message: 'The client went away.', outcome: 'client_disconnected' };
+    return true;
+  }
+
+  /** The provider is producing past what the hold covers: grow the hold, or end the stream (true). */
+  private async grow(): Promise<boolean> {
+    const { deps } = this.ctx;
+    const extraTokens = extensionTokens(this.coveredTokens);
+    const extra = costMicros(extraTokens, this.outputRate);
+    const grown = await deps.ledger.extend(this.hold, extra, this.admitted.limits, deps.clock()).catch(this.onExtendFailed);
+    if (!grown) {
+      this.ending = { kind: 'balance_exhausted', message: 'The workspace balance ran out part way; the reply is cut here and charged for what it produced.', outcome: 'balance_exhausted' };
+      this.overall.abort();
+      return true;
+    }
+    this.coveredTokens += extraTokens;
+    this.hold = { ...this.hold, amountMicros: this.hold.amountMicros + extra };
+    return false;
+  }
+
+  private extendFailed(err: unknown): false {
+    logFault(this.ctx.requestId, 'extend', err);
+    return false;
+  }
+
+  /** The output counted from what was produced, for a charge with no counts from the provider. */
+  countOutput(count: (text: string) => number): number {
+    return this.tape.countOutput(count, this.relay.frames);
+  }
+}
+
 /** Relays the stream to its end; returns how it ended, for settlement. */
 export async function relayStream(ctx: RequestContext, admitted: Admitted, reply: Reply, overall: AbortController): Promise<Ending> {
   const { deps, sink } = ctx;
   const { candidate, response, attempts } = reply;
-  let hold = admitted.hold;
-  const relay = new SseRelay({ family: admitted.rules.family, injectedUsage: reply.injectedUsage });
-  const tape = new ReplyTape();
+  const run = new StreamRun(ctx, admitted, candidate, overall, reply.injectedUsage);
+  const { relay } = run;
   sink.start(200, { ...successHeaders(ctx, candidate, attempts, 'text/event-stream; charset=utf-8'), 'cache-control': 'no-cache' });
   const firstByteMs = deps.clock() - ctx.startedAt;
-  // The serving model's own ceiling: the hold covers at least that much of its output.
-  let coveredTokens = candidate.size?.outputCeilingTokens ?? Number.POSITIVE_INFINITY;
-  const outputRate = ratesOf(candidate.model).outputRateThousandths;
-  let ending: Broken | undefined;
-  let doneFrame: Buffer | undefined;
-  let clientGone = false;
-  /** The provider is producing past what the hold covers: grow the hold, or end the stream (true). */
-  const grow = async (): Promise<boolean> => {
-    const extraTokens = extensionTokens(coveredTokens);
-    const extra = costMicros(extraTokens, outputRate);
-    const grown = await deps.ledger.extend(hold, extra, admitted.limits, deps.clock()).catch((err: unknown) => {
-      logFault(ctx.requestId, 'extend', err);
-      return false;
-    });
-    if (!grown) {
-      ending = { kind: 'balance_exhausted', message: 'The workspace balance ran out part way; the reply is cut here and charged for what it produced.', outcome: 'balance_exhausted' };
-      overall.abort();
-      return true;
-    }
-    coveredTokens += extraTokens;
-    hold = { ...hold, amountMicros: hold.amountMicros + extra };
-    return false;
-  };
-  /** What follows a chunk once its bytes are written: true ends the relay. */
-  const afterWrite = (step: RelayStep): boolean | Promise<boolean> => {
-    if (step.fault !== undefined) {
-      ending = brokenStream(candidate, step.fault);
-      return true;
-    }
-    if (step.done !== undefined) {
-      doneFrame = step.done;
-      return true;
-    }
-    return candidate.byokSecret === undefined && outgrown(relay.frames, coveredTokens) ? grow() : false;
-  };
-  const clientLeft = (): true => {
-    // The client went away: stop the provider too, and settle on what it produced.
-    clientGone = true;
-    ending = { kind: 'upstream_stream_failed', message: 'The client went away.', outcome: 'client_disconnected' };
-    return true;
-  };
   try {
-    // Chunk by chunk as they arrive. A chunk the client's side takes at once is relayed with no
-    // promise at all; a write that must wait, or a hold extension, pauses the provider's body meanwhile.
-    await eachChunk(response.body, (chunk) => {
-      tape.keep(chunk);
-      const step = relay.push(chunk);
-      if (step.out === undefined) return afterWrite(step);
-      let wait: Promise<void> | undefined;
-      try {
-        wait = sink.write(step.out);
-      } catch {
-        return clientLeft();
-      }
-      return wait === undefined ? afterWrite(step) : wait.then(() => afterWrite(step), clientLeft);
-    });
-    if (ending === undefined && doneFrame === undefined) {
+    // Chunk by chunk as they arrive (`StreamRun.chunk`).
+    await eachChunk(response.body, run.onChunk);
+    if (run.ending === undefined && run.doneFrame === undefined) {
       // The provider closed the stream cleanly: judge what is left, then whether it finished.
       const last = relay.end();
-      if (last.out !== undefined) clientGone = !(await tryWrite(sink, last.out));
-      if (last.fault !== undefined) ending = brokenStream(candidate, last.fault);
-      else if (last.done !== undefined) doneFrame = last.done;
-      else if (!relay.complete) ending = brokenStream(candidate, 'unfinished');
+      if (last.out !== undefined) run.clientGone = !(await tryWrite(sink, last.out));
+      if (last.fault !== undefined) run.ending = brokenStream(candidate, last.fault);
+      else if (last.done !== undefined) run.doneFrame = last.done;
+      else if (!relay.complete) run.ending = brokenStream(candidate, 'unfinished');
     }
   } catch {
     // An ending already decided (the balance ran out, so the provider was cut) stands.
-    ending ??= overall.signal.aborted
+    run.ending ??= overall.signal.aborted
       ? { kind: 'request_timeout', message: 'The request ran past its time limit; the stream ends here.', outcome: 'timeout' }
       : brokenStream(candidate, 'reset');
   }
+  const { ending, doneFrame, clientGone, hold } = run;
   if (clientGone) overall.abort();
   // A stream that ended as it should leaves the provider's body at its very end: read that out, so
   // its keep-alive connection goes back to the pool. Anything else cuts the provider off.
@@ -139,7 +194,7 @@ export async function relayStream(ctx: RequestContext, admitted: Admitted, reply
   // cut it) a count of the prompt and of what was produced, never above the hold (issue 14: a
   // stream cut by balance_exhausted is charged what it produced, not all it held).
   const reported = relay.usage;
-  const estimated = reported === undefined ? countedTokens(admitted, candidate, (count) => tape.countOutput(count, relay.frames)) : undefined;
+  const estimated = reported === undefined ? countedTokens(admitted, candidate, (count) => run.countOutput(count)) : undefined;
   const counts = reported ?? estimated;
   const chargeMicros = chargeOf(hold, candidate, reported !== undefined ? { kind: 'counts', counts: reported } : { kind: 'no_counts', frames: relay.frames }, estimated);
   if (!clientGone) {
