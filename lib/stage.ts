@@ -270,6 +270,9 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     // Again 2026-11-27 in a full `npm run bench` (load 2.4 to 1.3), after the provider client: 512 MB
     // met every target (added p50 5.85 of 7.03, p99 12.4 of 18.8; 2.10 ms CPU a request); 256 MB
     // met its p50s but missed added p99 (55 of 25.0) and first byte p99 (43 of 22.2).
+    // Again in a full run (load 2.4 to 1.4) with V8's pretenuring off: 512 MB met every target
+    // (added p50 4.52 of 5.63, p99 14.5 of 18.6; 1.91 ms CPU a request); 256 MB met its p50s but
+    // missed added p99 (64 of 20.1) and first byte p99 (30 of 17.7).
     gatewayMemoryMb: 512,
     workerMemoryMb: 256,
     alarms: {
