@@ -250,7 +250,7 @@ class Exchange {
     if (this.body === undefined) {
       const head = this.reader.head;
       if (head === undefined) return;
-      this.body = this.openBody();
+      this.body = new ExchangeBody(this);
       this.resolve({ status: head.status, headers: head.headers, body: this.body });
       // Parts read with the head went to the body before it was handed out: push them now.
       this.flushEarly();
@@ -260,10 +260,6 @@ class Exchange {
 
   /** Parts that arrived with the head, held until the body existed. */
   private early: Buffer[] | undefined;
-
-  private openBody(): Readable {
-    return new ExchangeBody(this);
-  }
 
   private flushEarly(): void {
     const early = this.early;

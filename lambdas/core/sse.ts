@@ -29,11 +29,13 @@ function num(v: unknown): number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0;
 }
 
+/** What `details` answers for a usage object without the member. */
+const NO_DETAILS: Readonly<Record<string, unknown>> = Object.freeze({});
+
 /** A usage object's `…_details` member, or an empty one. */
 function details(v: unknown): Record<string, unknown> {
   return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : NO_DETAILS;
 }
-const NO_DETAILS: Readonly<Record<string, unknown>> = Object.freeze({});
 
 /** Token counts from an OpenAI-format usage object (chat or responses naming); undefined if absent. */
 export function readUsage(usage: unknown): TokenCounts | undefined {

@@ -511,7 +511,7 @@ export function minuteShareRebalance(edit: KeyShareEdit, item: Item | undefined,
       // Nothing of this minute yet: it starts at the move (a return needs something lent, so only a loan gets here).
       if (edit.delta < 0 || edit.delta > cap) return undefined;
       u.when(exactly(name));
-      u.set(`${u.a(name)} = ${u.v(floor + edit.delta)}`);
+      u.setTo(name, floor + edit.delta);
     }
   }
   return u.build();
@@ -629,7 +629,7 @@ export function requestCount(limit: number, ttl: number, closed: ClosedFor = [])
  */
 export function closeCountWindow(mark: ClosedFor[number], lastMinute: number, ttl: number | undefined): BuiltUpdate {
   const u = new UpdateBuilder();
-  u.set(`${u.a(mark)} = ${u.v(lastMinute)}`);
+  u.setTo(mark, lastMinute);
   if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   return u.build();
 }

@@ -30,7 +30,7 @@ import {
 } from '../core/admission';
 import { KEY_SLICES as KEY_SLICE_READ, keySliceCount, keySliceOf, keyTotals, planKeyRebalance, type KeyShareEdit, type KeyShareView } from '../core/key-slices';
 import { settlementAmounts } from '../core/settlement';
-import { bucketOf, guardAdmits, lapOf, partitionSlots, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
+import { bucketOf, guardAdmits, lapOf, partitionSlots, slotAt, slotOf, slotsAfterPrune, slotsAfterReservation, type RateSlot } from '../core/spend-rate';
 import { monthIdOf, monthNumber, monthNumberOf, windowEnd, windowKeys } from '../core/windows';
 import type { DocumentSender } from '../adapters/dynamo-wire';
 import type { AdmissionLimits, AdmitOutcome, AdmitRequest, Ledger, Refusal, Settlement } from '../gateway/ports';
@@ -570,8 +570,8 @@ export class DynamoLedger implements Ledger {
   private onlyStale(seen: SliceView, before: SliceView | undefined, request: AdmitRequest, attempt: number): boolean {
     if (attempt > 4 || seen.availableMicros < request.amountMicros) return false;
     const k = slotOf(bucketOf(request.now));
-    const now = seen.slots.find((s) => s.slot === k);
-    const then = before?.slots.find((s) => s.slot === k);
+    const now = slotAt(seen.slots, k);
+    const then = before === undefined ? undefined : slotAt(before.slots, k);
     if (now?.second !== then?.second || now?.micros !== then?.micros) return true;
     const month = monthNumber(request.now);
     const rolls = (m: number | undefined): boolean => m !== undefined && m < month;

@@ -242,10 +242,10 @@ export class RegionTransfers {
   /** The stamp every write of a transfer item carries: who wrote it, of which workspace (and key or member), until when. */
   private stamp(u: UpdateBuilder, workspaceId: string, q: Quantity, ttl: number | undefined): void {
     u.set(`${u.a('region')} = ${u.v(this.setup.region)}, ${u.a('ws')} = ${u.v(workspaceId)}`);
-    if (q.kind === 'key' || q.kind === 'rate') u.set(`${u.a('keyId')} = ${u.v(q.keyId)}`);
+    if (q.kind === 'key' || q.kind === 'rate') u.setTo('keyId', q.keyId);
     // Where the minute counts, when on the key's window: the giver's agent moves it there.
-    if (q.kind === 'rate' && q.rateWindow !== undefined) u.set(`${u.a('rateWindow')} = ${u.v(q.rateWindow)}`);
-    if (q.kind === 'member') u.set(`${u.a('memberId')} = ${u.v(q.memberId)}`);
+    if (q.kind === 'rate' && q.rateWindow !== undefined) u.setTo('rateWindow', q.rateWindow);
+    if (q.kind === 'member') u.setTo('memberId', q.memberId);
     if (ttl !== undefined) u.set(`${u.a('ttl')} = if_not_exists(${u.a('ttl')}, ${u.v(ttl)})`);
   }
 
@@ -274,7 +274,7 @@ export class RegionTransfers {
       const names = counterNames(peer);
       this.stamp(u, workspaceId, q, typeof theirs?.ttl === 'number' ? theirs.ttl : undefined);
       u.when(equalsSeen(u, names.recv, seen));
-      u.set(`${u.a(names.recv)} = ${u.v(sent)}`);
+      u.setTo(names.recv, sent);
       const items: NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']> = [{ Update: { TableName: this.tables.ledger, Key: this.itemKey(workspaceId, q), ...u.build() } }];
       if (q.kind === 'credit') {
         // Slice 0 gains it (made here if this region never held the workspace's credit).

@@ -136,8 +136,8 @@ export function settleRowUpdate(usageTable: string, hold: HoldRecord, s: Settlem
  */
 export function releaseRowUpdate(usageTable: string, hold: HoldRecord, now: number): { Update: { TableName: string; Key: Item; ReturnValuesOnConditionCheckFailure: 'ALL_OLD' } & BuiltUpdate } {
   const b = new UpdateBuilder();
-  b.set(`${b.a('state')} = ${b.v(RELEASED)}`);
-  b.set(`${b.a('ttl')} = ${b.v(Math.floor(now / 1000) + RELEASED_KEEP_S)}`);
+  b.setTo('state', RELEASED);
+  b.setTo('ttl', Math.floor(now / 1000) + RELEASED_KEEP_S);
   for (const name of OPEN_ONLY) b.remove(name);
   b.when(`${b.a('state')} = ${b.v(OPEN)}`).when(`${b.a('amountMicros')} = ${b.v(hold.amountMicros)}`);
   b.when(`size(${b.a('windows')}) = ${b.v(hold.windows.length)}`);
@@ -152,10 +152,10 @@ export function releaseRowUpdate(usageTable: string, hold: HoldRecord, now: numb
  */
 export function releasedRowCreate(usageTable: string, workspaceId: string, requestId: string, startedAt: number, now: number): { TableName: string; Key: Item } & BuiltUpdate {
   const b = new UpdateBuilder();
-  b.set(`${b.a('state')} = ${b.v(RELEASED)}`);
-  b.set(`${b.a('requestId')} = ${b.v(requestId)}`);
-  b.set(`${b.a('workspaceId')} = ${b.v(workspaceId)}`);
-  b.set(`${b.a('ttl')} = ${b.v(Math.floor(now / 1000) + RELEASED_KEEP_S)}`);
+  b.setTo('state', RELEASED);
+  b.setTo('requestId', requestId);
+  b.setTo('workspaceId', workspaceId);
+  b.setTo('ttl', Math.floor(now / 1000) + RELEASED_KEEP_S);
   b.when(`attribute_not_exists(${b.a('pk')})`);
   return { TableName: usageTable, Key: requestRowKey(workspaceId, requestId, startedAt), ...b.build() };
 }
@@ -175,7 +175,7 @@ export function extendRowUpdate(usageTable: string, hold: HoldRecord, extraMicro
 /** The charge a settlement computed but could not write, left on the open row for the sweeper. */
 export function pendingChargeUpdate(usageTable: string, hold: HoldRecord, chargeMicros: number): { TableName: string; Key: Item } & BuiltUpdate {
   const b = new UpdateBuilder();
-  b.set(`${b.a('pendingChargeMicros')} = ${b.v(chargeMicros)}`);
+  b.setTo('pendingChargeMicros', chargeMicros);
   b.when(`${b.a('state')} = ${b.v(OPEN)}`);
   return { TableName: usageTable, Key: holdKey(hold), ...b.build() };
 }

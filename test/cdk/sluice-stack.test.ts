@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { ALL_TABLES, TABLES, type TableName } from '../../lambdas/shared/schema';
@@ -9,6 +6,7 @@ import { SLUICE_METRICS } from '../../lib/dashboard';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { stageSettings, type StageName } from '../../lib/stage';
+import { scratchDirs } from '../support/scratch';
 
 // Passed explicitly so the tests do not depend on whether config/providers.json exists yet.
 const PROVIDERS: readonly ProviderKeySource[] = [
@@ -33,8 +31,7 @@ interface Statement {
 // app writes to one assembly folder, so CDK's own asset cache (keyed by the folder, the source and
 // the bundling options) bundles a function once when its options are the same in every stage, as
 // it would for two stages in one app; a stage whose options differ is bundled again.
-const outdir = mkdtempSync(path.join(tmpdir(), 'sluice-stack-test-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+const outdir = scratchDirs()('sluice-stack-test-');
 function synth(stage: StageName): Template {
   const app = new App({ outdir });
   const stack = new SluiceStack(app, `Sluice-${stage}`, { stage: stageSettings(stage), providers: PROVIDERS });
