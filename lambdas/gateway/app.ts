@@ -34,10 +34,23 @@ interface Known {
 }
 
 export class Gateway {
+  /** Requests being served (one at a time on on-demand Lambda; many in local mode and on managed instances). */
+  private inFlight = 0;
+
   constructor(private readonly deps: GatewayDeps) {}
 
   /** Serves one request to completion, settlement included. Never throws. */
   async serve(req: GatewayRequest, sink: ResponseSink): Promise<void> {
+    this.inFlight += 1;
+    try {
+      await this.serveOne(req, sink);
+    } finally {
+      this.inFlight -= 1;
+      if (this.inFlight === 0) this.deps.idle?.();
+    }
+  }
+
+  private async serveOne(req: GatewayRequest, sink: ResponseSink): Promise<void> {
     const { deps } = this;
     const ctx: RequestContext = { deps, requestId: `req_${deps.newId()}`, traceId: req.traceId, startedAt: deps.clock(), sink };
     const known: Known = {};

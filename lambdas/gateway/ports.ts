@@ -216,6 +216,12 @@ export interface GatewayDeps {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly clock: () => number;
   readonly newId: () => string;
+  /**
+   * Called when the last request in flight has been served, its telemetry line written: the
+   * process has nothing to do until the next one (deployed: a collection between requests,
+   * `collectBetweenRequests` in `shared/v8-tuning.ts`). Absent: nothing is done.
+   */
+  readonly idle?: () => void;
 }
 
 /** A request as the runtime adapter hands it over. Header names are lower case. */

@@ -21,7 +21,7 @@ import { ConsoleTelemetry, EmfTelemetry } from '../adapters/emf-telemetry';
 import { HttpUpstream } from '../adapters/http-upstream';
 import { LocalSecretSource, SecretsManagerSource } from '../adapters/secrets';
 import { tableName } from '../shared/schema';
-import { tuneV8ForRequests } from '../shared/v8-tuning';
+import { collectBetweenRequests, tuneV8ForRequests } from '../shared/v8-tuning';
 import type { RuntimeConfig } from '../shared/config';
 import { requestIdDigits } from '../core/request-id';
 import { Gateway } from './app';
@@ -76,6 +76,8 @@ export function buildGateway(config: RuntimeConfig, env: NodeJS.ProcessEnv, over
     env,
     clock: Date.now,
     newId: idBytes,
+    // Between invocations, the young generation's collection that would otherwise land mid-request.
+    idle: collectBetweenRequests,
     ...overrides,
   });
   return { gateway, doc, wire, ledger, directory, catalog, upstream };

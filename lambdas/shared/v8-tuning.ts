@@ -1,20 +1,24 @@
 /**
- * One V8 setting for a process that serves requests: no allocation-site pretenuring.
+ * V8 and a process that serves requests: no allocation-site pretenuring, and the young generation
+ * collected between requests.
  *
- * V8 watches where objects are created; when a scavenge (the young generation's collection)
- * finds most objects from one place still alive, it decides that place makes long-lived objects
- * and allocates them in the old generation from then on, for good. A request's objects are all
- * alive while the request runs, so a scavenge that lands mid-request convinces V8 about places
- * whose objects die a millisecond later: the gateway's process had some 340 such decisions after
- * a few thousand requests. Those objects then die in the old generation, which fills about twice
+ * **Pretenuring.** V8 watches where objects are created; when a scavenge (the young generation's
+ * collection) finds most objects from one place still alive, it decides that place makes
+ * long-lived objects and allocates them in the old generation from then on, for good. A request's
+ * objects are all alive while the request runs, so a scavenge that lands mid-request convinces V8
+ * about places whose objects die a millisecond later: the gateway's process had some 340 such
+ * decisions after a few thousand requests. Those objects then die in the old generation, which fills about twice
  * as fast, and every full collection (mark-compact) costs marking on every thread and throws away
  * the optimized code of short-lived closures, which are compiled again (measured in
  * bench/cpu-breakdown.ts: docs/gateway.md, "Pretenuring").
  *
  * Node refuses this V8 flag in NODE_OPTIONS, so the process sets it on itself before it serves
  * anything: `setFlagsFromString` is how Node documents setting V8 flags at run time.
+ *
+ * **Between requests:** {@link collectBetweenRequests}.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 let tuned = false;
 
@@ -28,4 +32,57 @@ export function tuneV8ForRequests(): void {
 /** Whether this process has turned pretenuring off (for tests). */
 export function v8Tuned(): boolean {
   return tuned;
+}
+
+/**
+ * How full the young generation may be when the process goes idle before it is collected there:
+ * half, so that the next request (about 200 KB; a long stream a few hundred) never fills it, nor
+ * reaches the 80% at which V8 schedules a scavenge of its own.
+ */
+export const IDLE_SCAVENGE_FILL = 0.5;
+
+/** V8's `gc()`, with the collection's kind (`--expose-gc`). */
+type Collect = (options: { readonly type: 'minor' | 'major' }) => void;
+
+let collect: Collect | undefined;
+
+/**
+ * Collects the young generation (a scavenge) when it is at least {@link IDLE_SCAVENGE_FILL} full;
+ * for a process with no request in flight. Returns whether it collected.
+ *
+ * V8 scavenges when the young generation fills, or a little before, from a task the event loop
+ * runs while a request awaits its store or its provider: either way in the middle of a request,
+ * which waits for it, and under a small CPU share (Lambda's 256 MB: 2.9 ms of CPU in each 20 ms)
+ * the pause can push the request past its period's quota, a whole period later. Between
+ * invocations nothing waits on the process and the requests' objects are dead, so the same
+ * collection copies only the process's own caches and delays no one: on-demand Lambda bills it
+ * to the invocation that ends with it, after its reply and settlement. Measured in
+ * bench/cpu-breakdown.ts on Node 22 (docs/gateway.md, "Between requests"): every scavenge in the
+ * measured batches moved out of the requests, about as much collecting in all.
+ *
+ * `gc` comes from V8's `--expose-gc`, set at run time like the flag above and fetched from a fresh
+ * context, so the process's own global gains nothing; where the process already has a global `gc`
+ * (`node --expose-gc`, as the bench starts it), that one is used.
+ */
+export function collectBetweenRequests(): boolean {
+  const young = youngGeneration();
+  if (young.usedBytes < IDLE_SCAVENGE_FILL * young.capacityBytes) return false;
+  collect ??= gcFunction();
+  collect({ type: 'minor' });
+  return true;
+}
+
+/** The young generation's use and its current capacity (what it holds before V8 must collect it), bytes. */
+export function youngGeneration(): { readonly usedBytes: number; readonly capacityBytes: number } {
+  for (const space of getHeapSpaceStatistics()) {
+    if (space.space_name === 'new_space') return { usedBytes: space.space_used_size, capacityBytes: space.space_used_size + space.space_available_size };
+  }
+  return { usedBytes: 0, capacityBytes: 0 };
+}
+
+function gcFunction(): Collect {
+  const exposed = (globalThis as { gc?: unknown }).gc;
+  if (typeof exposed === 'function') return exposed as Collect;
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as Collect;
 }

@@ -293,6 +293,8 @@ export interface MemoryGatewayOptions {
   readonly clock?: () => number;
   /** Keep every upstream call, admission and settlement (tests); off for the benchmark. @default true */
   readonly record?: boolean;
+  /** The gateway's `idle` port (called when no request is in flight); absent: none. */
+  readonly idle?: () => void;
 }
 
 const silent: Telemetry = { request: () => undefined };
@@ -322,6 +324,7 @@ export function memoryGateway(options: MemoryGatewayOptions = {}): MemoryGateway
     env: { SLUICE_LOCAL_UPSTREAM_URL: 'http://127.0.0.1:9/v1' },
     clock,
     newId: () => `mem${(id += 1)}`,
+    ...(options.idle !== undefined ? { idle: options.idle } : {}),
   };
   const gateway = new Gateway(deps);
   return {

@@ -319,3 +319,27 @@ describe('faults are logged by kind before they become refusals', () => {
     expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ phase: 'authenticate', fault: 'RangeError' }));
   });
 });
+
+describe('between requests: the idle port', () => {
+  it('is called once the last request in flight is served, after its telemetry line, and not while another runs', async () => {
+    let idle = 0;
+    const linesSeenAt: number[] = [];
+    const mg = memoryGateway({
+      idle: () => {
+        idle += 1;
+      },
+      telemetry: { request: () => linesSeenAt.push(idle) },
+      replies: () => completion(),
+    });
+    // Two at once: the first to finish finds the other still in flight.
+    const [a, b] = await Promise.all([mg.serve({ json: ask('local/sim-small') }), mg.serve({ json: ask('local/sim-small') })]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(idle).toBe(1);
+    expect(linesSeenAt).toEqual([0, 0]);
+    // A refusal ends a request as well.
+    const refused = await mg.serve({ headers: {}, json: ask('local/sim-small') });
+    expect(refused.status).toBe(401);
+    expect(idle).toBe(2);
+    expect(linesSeenAt).toEqual([0, 0, 1]);
+  });
+});

@@ -1,17 +1,58 @@
 /**
- * Every gateway process turns V8's allocation-site pretenuring off before its first request
- * (lambdas/shared/v8-tuning.ts): the deployed handler, local mode and the bench all build the
- * gateway through `buildGateway`.
+ * Every gateway process turns V8's allocation-site pretenuring off before its first request, and
+ * collects its young generation between requests (lambdas/shared/v8-tuning.ts): the deployed
+ * handler, local mode and the bench all build the gateway through `buildGateway`.
  */
 import { buildGateway } from '../../lambdas/gateway/wiring';
 import { loadConfig } from '../../lambdas/shared/config';
-import { v8Tuned } from '../../lambdas/shared/v8-tuning';
+import { collectBetweenRequests, IDLE_SCAVENGE_FILL, v8Tuned, youngGeneration } from '../../lambdas/shared/v8-tuning';
+
+const env: NodeJS.ProcessEnv = { SLUICE_STAGE: 'local', SLUICE_TABLE_PREFIX: 'v8-', SLUICE_DYNAMODB_ENDPOINT: 'http://127.0.0.1:9', SLUICE_SECRET_SOURCE: 'env' };
 
 it('buildGateway turns pretenuring off in its process', () => {
   // Jest gives each test file its own modules: nothing here has built a gateway yet.
   expect(v8Tuned()).toBe(false);
-  const env: NodeJS.ProcessEnv = { SLUICE_STAGE: 'local', SLUICE_TABLE_PREFIX: 'v8-', SLUICE_DYNAMODB_ENDPOINT: 'http://127.0.0.1:9', SLUICE_SECRET_SOURCE: 'env' };
   const { wire } = buildGateway(loadConfig(env), env);
   expect(v8Tuned()).toBe(true);
   wire.destroy();
+});
+
+/** Allocates short-lived objects until the young generation is at least `fill` full (V8 may collect on the way). */
+function fillYoungGeneration(fill: number): void {
+  let keep: unknown[] = [];
+  for (let i = 0; ; i += 1) {
+    keep.push({ i, text: `garbage ${i}` });
+    if (keep.length === 1000) {
+      keep = [];
+      const young = youngGeneration();
+      if (young.usedBytes >= fill * young.capacityBytes) return;
+    }
+  }
+}
+
+it('collects the young generation between requests once it is half full, and not before', () => {
+  fillYoungGeneration(IDLE_SCAVENGE_FILL + 0.1);
+  const before = youngGeneration();
+  expect(before.usedBytes).toBeGreaterThanOrEqual(IDLE_SCAVENGE_FILL * before.capacityBytes);
+  expect(collectBetweenRequests()).toBe(true);
+  // What it held was garbage: a scavenge copies only what is alive.
+  const after = youngGeneration();
+  expect(after.usedBytes).toBeLessThan(before.usedBytes / 2);
+  expect(after.usedBytes).toBeLessThan(IDLE_SCAVENGE_FILL * after.capacityBytes);
+  // Under half full, nothing is collected.
+  expect(collectBetweenRequests()).toBe(false);
+  expect(youngGeneration().usedBytes).toBeGreaterThanOrEqual(after.usedBytes);
+  // The process's own global gains no gc(): V8's is fetched from a context of its own.
+  expect((globalThis as { gc?: unknown }).gc).toBeUndefined();
+});
+
+it('buildGateway wires the collection as the idle port; a caller may replace it', () => {
+  const idle = (): void => undefined;
+  const built = buildGateway(loadConfig(env), env, { idle });
+  const deps = (built.gateway as unknown as { deps: { idle?: unknown } }).deps;
+  expect(deps.idle).toBe(idle);
+  built.wire.destroy();
+  const plain = buildGateway(loadConfig(env), env);
+  expect((plain.gateway as unknown as { deps: { idle?: unknown } }).deps.idle).toBe(collectBetweenRequests);
+  plain.wire.destroy();
 });
