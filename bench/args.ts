@@ -2,6 +2,8 @@
  * The benchmark's arguments and plans: what a full run and a quick one do, bounded by counts and
  * durations. Arguments are read with `node:util`'s `parseArgs`.
  */
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs as parseCommandLine } from 'node:util';
 
 // ---------------------------------------------------------------------------------------------
@@ -124,6 +126,11 @@ export interface Options {
   readonly providerMs: number;
   /** Extra `node` options for the gateway's process (space-separated), e.g. V8's heap sizes. */
   readonly gatewayNodeOptions: readonly string[];
+  /**
+   * The `node` binary for the gateway's process and the bare relay's, e.g. the deployed runtime's
+   * major (`DEPLOYED_NODE_MAJOR`) when the machine's Node is another; absent: the bench's own.
+   */
+  readonly gatewayNode?: string;
 }
 
 /** Reads the run's switches; anything else is refused with the list of what is accepted. */
@@ -145,6 +152,7 @@ export function parseArgs(argv: readonly string[]): Options {
         'no-regions-steady': { type: 'boolean', default: false },
         'provider-ms': { type: 'string', default: '0' },
         'gateway-node-options': { type: 'string', default: '' },
+        'gateway-node': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -154,6 +162,8 @@ export function parseArgs(argv: readonly string[]): Options {
     const gatewayNodeOptions = String(values['gateway-node-options']).split(' ').filter((o) => o !== '');
     const notAnOption = gatewayNodeOptions.find((o) => !o.startsWith('--'));
     if (notAnOption !== undefined) throw new Error(`--gateway-node-options takes node options (each starting with --), got ${notAnOption}`);
+    const gatewayNode = values['gateway-node'] === undefined ? undefined : path.resolve(String(values['gateway-node']));
+    if (gatewayNode !== undefined && !isExecutable(gatewayNode)) throw new Error(`--gateway-node takes the path of a node binary, got ${gatewayNode} (not an executable file)`);
     return {
       quick: values.quick === true,
       profile: values.profile === true,
@@ -168,8 +178,37 @@ export function parseArgs(argv: readonly string[]): Options {
       noRegionsSteady: values['no-regions-steady'] === true,
       providerMs,
       gatewayNodeOptions,
+      ...(gatewayNode !== undefined ? { gatewayNode } : {}),
     };
   } catch (err) {
-    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only, --regions-steady-only, --no-regions-steady, --provider-ms N, --gateway-node-options="--flag ...")`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)} (use --quick, --profile, --store-map-only, --no-store-map, --round-trips-only, --chunk-cpu-only, --cpu-share-only, --no-cpu-share, --cost-only, --regions-steady-only, --no-regions-steady, --provider-ms N, --gateway-node-options="--flag ...", --gateway-node PATH)`);
   }
+}
+
+/** Whether `file` is a file this process may execute. */
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The Node.js major the deployed functions run: `lib/sluice-function.ts` pins `nodejs22.x`
+ * (`test/cdk/sluice-stack.test.ts` holds the pin to this constant). V8's collector differs
+ * between majors (Node 20's `AbortSignal` keeps a request's objects alive through a scavenge,
+ * Node 22's does not: docs/gateway.md), so figures from another major say less about a deployment.
+ */
+export const DEPLOYED_NODE_MAJOR = 22;
+
+/** A line for the log when the gateway's Node is not the deployed runtime's major, else nothing. */
+export function deployedRuntimeNote(version: string): string | undefined {
+  const major = Number(/^v(\d+)\./.exec(version)?.[1]);
+  if (major === DEPLOYED_NODE_MAJOR) return undefined;
+  return (
+    `note: the gateway runs on Node ${version}; the deployed functions run Node.js ${DEPLOYED_NODE_MAJOR} (nodejs${DEPLOYED_NODE_MAJOR}.x). ` +
+    `Its CPU and collector figures are that Node's: --gateway-node PATH runs the gateway on a Node ${DEPLOYED_NODE_MAJOR} binary (docs/bench.md).`
+  );
 }

@@ -110,7 +110,7 @@ async function main(): Promise<void> {
     }
   });
   process.once('disconnect', () => process.exit(0));
-  send({ type: 'ready', url: `http://127.0.0.1:${address.port}` });
+  send({ type: 'ready', url: `http://127.0.0.1:${address.port}`, node: process.version });
 }
 
 main().catch((err: unknown) => {

@@ -155,10 +155,12 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
   const sizes = memorySizes(plan.cpuShare.memoryMb, stages.map((s) => s.memoryMb));
   const run = guardRun(WATCHDOG_MS);
   const entries: CpuShareEntry[] = [];
+  let gatewayNode = 'unknown';
   try {
     // The sequential phases use the first caller; a few workspaces are enough.
     const stack = await startStack(run.cleanup, { ...plan, workspaces: Math.min(plan.workspaces, 8) }, options);
     const { gw } = stack;
+    gatewayNode = gw.node;
     const cap = CpuCap.create(support);
     // Registered after the gateway's stop, so it runs first: the process back out, the group gone.
     run.cleanup.add('CPU cgroup', async () => {
@@ -240,6 +242,7 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
       quick: options.quick,
       providerMs: options.providerMs,
       gatewayNodeOptions: options.gatewayNodeOptions,
+      gatewayNode,
       plan: plan.cpuShare,
       stages,
       cheapestMet: cheapestMet(entries),

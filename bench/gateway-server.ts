@@ -247,7 +247,7 @@ async function main(): Promise<void> {
     // The benchmark went away without stopping us: do not outlive it.
     void stop().finally(() => process.exit(0));
   });
-  send({ type: 'ready', url: server.url });
+  send({ type: 'ready', url: server.url, node: process.version });
 }
 
 main().catch((err: unknown) => {

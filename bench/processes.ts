@@ -102,14 +102,17 @@ export class GatewayProcess {
   private constructor(
     private readonly child: ChildProcess,
     readonly url: string,
+    /** The process's Node version, as it reported it (`v22.…`). */
+    readonly node: string,
   ) {}
 
   get pid(): number {
     return this.child.pid ?? -1;
   }
 
-  static async start(bundle: string, env: NodeJS.ProcessEnv, execArgv: readonly string[], timeoutMs = 30_000): Promise<GatewayProcess> {
-    const child = fork(bundle, [], { env, execArgv: [...execArgv], stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  /** Starts a bundle under this Node, or under `execPath` (`--gateway-node`). */
+  static async start(bundle: string, env: NodeJS.ProcessEnv, execArgv: readonly string[], execPath?: string, timeoutMs = 30_000): Promise<GatewayProcess> {
+    const child = fork(bundle, [], { env, execArgv: [...execArgv], stdio: ['ignore', 'pipe', 'pipe', 'ipc'], ...(execPath !== undefined ? { execPath } : {}) });
     const stderr = new Tail();
     let lines = 0;
     let bytes = 0;
@@ -118,12 +121,14 @@ export class GatewayProcess {
       bytes += c.length;
       for (let i = c.indexOf(10); i !== -1; i = c.indexOf(10, i + 1)) lines += 1;
     });
+    let node = 'unknown';
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the gateway did not start within ${timeoutMs} ms: ${stderr}`)), timeoutMs);
       const onMessage = (m: FromGateway): void => {
         if (m.type === 'ready') {
           clearTimeout(timer);
           child.off('message', onMessage);
+          node = m.node ?? node;
           resolve(m.url);
         } else if (m.type === 'failed') {
           clearTimeout(timer);
@@ -140,7 +145,7 @@ export class GatewayProcess {
       await stopChild(child);
       throw err;
     });
-    const gw = new GatewayProcess(child, url);
+    const gw = new GatewayProcess(child, url, node);
     child.stderr?.removeAllListeners('data');
     child.stderr?.on('data', (c: Buffer) => gw.stderr.push(c));
     child.stdout?.removeAllListeners('data');

@@ -97,7 +97,8 @@ export type ToGateway =
   | { readonly type: 'stop'; readonly id: number };
 
 export type FromGateway =
-  | { readonly type: 'ready'; readonly url: string }
+  /** `node`: the process's `process.version` (the gateway's Node need not be the bench's: `--gateway-node`). */
+  | { readonly type: 'ready'; readonly url: string; readonly node?: string }
   | { readonly type: 'stats'; readonly id: number; readonly stats: GatewayStats }
   | { readonly type: 'samples'; readonly id: number; readonly samples: readonly TripSample[] }
   | { readonly type: 'ok'; readonly id: number }

@@ -98,6 +98,7 @@ export function renderTables(r: Results): string {
     ['  control: require of the external @aws-sdk/* alone, p50', `${n(r.bundle.moduleInit.sdkRequireMs.p50)} ms (${r.bundle.moduleInit.sdkPackages.join(', ')})`],
     ['floor transactions retried (excluded)', String(r.floor.retriedTransactions)],
     ['whole run; load average start / end', `${n(r.elapsedSeconds)} s; ${n(r.machine.loadAverageStart)} / ${n(r.machine.loadAverageEnd)} on ${r.machine.cpus} cores`],
+    ['Node: the bench / the gateway', `${r.machine.node} / ${r.machine.gatewayNode ?? r.machine.node}`],
   ];
   const timeline: string[][] = [['gateway timeline, p50 (p99) ms', ...PHASES.map((p) => p.replace(/([A-Z])/g, ' $1').toLowerCase())]];
   for (const [name, rep] of [

@@ -91,6 +91,7 @@ export function buildResults(f: RunFigures): Results {
     when: new Date().toISOString(),
     machine: {
       node: process.version,
+      gatewayNode: f.gatewayNode,
       cpus: cpus.length,
       cpuModel: cpus[0]?.model ?? 'unknown',
       platform: `${os.platform()} ${os.release()}`,

@@ -213,6 +213,8 @@ export interface CpuFigures {
 
 export interface RunFigures {
   readonly options: Options;
+  /** The gateway process's `process.version`. */
+  readonly gatewayNode: string;
   readonly plan: Plan;
   readonly bundles: Bundles;
   readonly init: InitResult;
@@ -245,6 +247,8 @@ export interface Results {
   readonly when: string;
   readonly machine: {
     readonly node: string;
+    /** The gateway's own Node (`--gateway-node`; else the bench's, `node`). */
+    readonly gatewayNode: string;
     readonly cpus: number;
     readonly cpuModel: string;
     readonly platform: string;

@@ -103,6 +103,7 @@ async function main(): Promise<void> {
     const floorCpu = summarize(stack.floor.cpuUs);
     const results = buildResults({
       options,
+      gatewayNode: stack.gw.node,
       plan,
       bundles: stack.bundles,
       init: quiet.init,

@@ -13,7 +13,7 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { loadConfig, type RuntimeConfig } from '../lambdas/shared/config';
 import { startDynamoLocal, type DynamoLocal } from '../local/dynamo-local';
 import { ensureTables, makeDynamoClient } from '../local/tables';
-import type { Options, Plan } from './args';
+import { deployedRuntimeNote, type Options, type Plan } from './args';
 import { REPO_ROOT, buildBundles, bundleEnv, type Bundles } from './bundle';
 import { Floor } from './floor';
 import { targetFrom, type Target } from './load';
@@ -179,11 +179,15 @@ export async function startStack(cleanup: Cleanup, plan: Plan, options: Options)
       SLUICE_KEY_RATE_PER_MINUTE: '100000000',
     }),
     ['--expose-gc', ...options.gatewayNodeOptions, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
+    options.gatewayNode,
   );
   cleanup.add('gateway', () => gw.stop());
-  log(`simulator pid ${sim.pid} on ${sim.url}; gateway pid ${gw.pid} on ${gw.url}`);
+  log(`simulator pid ${sim.pid} on ${sim.url}; gateway pid ${gw.pid} on ${gw.url} (Node ${gw.node})`);
+  const runtimeNote = deployedRuntimeNote(gw.node);
+  if (runtimeNote !== undefined) log(runtimeNote);
 
-  const relay = await GatewayProcess.start(bundles.bareRelay, bundleEnv({ BENCH_UPSTREAM_URL: sim.url }), []);
+  // The bare relay runs on the gateway's Node, so that the difference between them is Sluice's code.
+  const relay = await GatewayProcess.start(bundles.bareRelay, bundleEnv({ BENCH_UPSTREAM_URL: sim.url }), [], options.gatewayNode);
   cleanup.add('bare relay', () => relay.stop());
   log(`bare relay pid ${relay.pid} on ${relay.url}`);
 

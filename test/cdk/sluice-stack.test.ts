@@ -6,6 +6,7 @@ import { SLUICE_METRICS } from '../../lib/dashboard';
 import type { ProviderKeySource } from '../../lib/provider-file';
 import { SluiceStack } from '../../lib/sluice-stack';
 import { stageSettings, type StageName } from '../../lib/stage';
+import { DEPLOYED_NODE_MAJOR } from '../../bench/args';
 import { scratchDirs } from '../support/scratch';
 
 // Passed explicitly so the tests do not depend on whether config/providers.json exists yet.
@@ -338,6 +339,8 @@ describe.each(['dev', 'prod'] as const)('Sluice-%s', (stage) => {
         Environment: { Variables: expect.objectContaining({ NODE_OPTIONS: '--enable-source-maps', SLUICE_STAGE: stage }) },
       });
     }
+    // The bench compares the gateway's Node with this pin (`--gateway-node`, docs/bench.md).
+    expect(`nodejs${DEPLOYED_NODE_MAJOR}.x`).toBe('nodejs22.x');
   });
 
   it('has one dashboard for the stage, graphing every metric the code emits', () => {

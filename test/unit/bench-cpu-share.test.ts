@@ -3,7 +3,7 @@
  * an entry misses, the cheapest size that meets them all, the table; and the bench's switches for
  * it and for the cost model (`bench/args.ts`).
  */
-import { FULL, QUICK, parseArgs } from '../../bench/args';
+import { DEPLOYED_NODE_MAJOR, FULL, QUICK, deployedRuntimeNote, parseArgs } from '../../bench/args';
 import { MB_PER_VCPU, PERIOD_US, cheapestMet, memorySizes, missedTargets, renderCpuShare, type CpuShareEntry } from '../../bench/cpu-share';
 
 const LIMITS = { addedP50Ms: 7, addedP99Ms: 20, ttfbAddedP50Ms: 7, ttfbAddedP99Ms: 20, gapAddedP99Ms: 1 };
@@ -88,5 +88,20 @@ describe('parseArgs', () => {
     expect(() => parseArgs(['--provider-ms=-1'])).toThrow(/--provider-ms takes whole milliseconds/);
     expect(() => parseArgs(['--provider-ms', '2.5'])).toThrow(/--provider-ms takes whole milliseconds/);
     expect(() => parseArgs(['--gateway-node-options', 'semi=32'])).toThrow(/each starting with --/);
+  });
+
+  it('takes a node binary for the gateway, and refuses a path that is not one', () => {
+    expect(parseArgs(['--gateway-node', process.execPath]).gatewayNode).toBe(process.execPath);
+    expect(parseArgs([]).gatewayNode).toBeUndefined();
+    expect(() => parseArgs(['--gateway-node', '/nonexistent/node'])).toThrow(/--gateway-node takes the path of a node binary/);
+    expect(() => parseArgs(['--gateway-node', __dirname])).toThrow(/not an executable file/);
+  });
+});
+
+describe("the gateway's Node against the deployed runtime's", () => {
+  it('says nothing for the deployed major, and names the flag for any other', () => {
+    expect(deployedRuntimeNote(`v${DEPLOYED_NODE_MAJOR}.23.3`)).toBeUndefined();
+    expect(deployedRuntimeNote('v20.20.2')).toMatch(new RegExp(`Node v20\\.20\\.2; the deployed functions run Node\\.js ${DEPLOYED_NODE_MAJOR} .*--gateway-node PATH`));
+    expect(deployedRuntimeNote(`v${DEPLOYED_NODE_MAJOR + 1}.0.0`)).toBeDefined();
   });
 });
