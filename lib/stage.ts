@@ -273,6 +273,11 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     // Again in a full run (load 2.4 to 1.4) with V8's pretenuring off: 512 MB met every target
     // (added p50 4.52 of 5.63, p99 14.5 of 18.6; 1.91 ms CPU a request); 256 MB met its p50s but
     // missed added p99 (64 of 20.1) and first byte p99 (30 of 17.7).
+    // Again 2026-11-28 in a full run with the gateway on Node 22, the deployed runtime
+    // (`--gateway-node`), collecting between requests (load 3.9 to 1.8): 512 MB met every target
+    // (added p50 5.24 of 5.98, p99 7.8 of 17.2; 1.39 ms CPU a request, 155 MiB); 256 MB missed
+    // added p99 (26.9 of 23.8) and first byte p99 (21.1 of 20.2), and met every target in 3 of 5
+    // `--cpu-share-only` runs: not yet every run, so 512 MB stays (docs/cost.md).
     gatewayMemoryMb: 512,
     workerMemoryMb: 256,
     alarms: {
