@@ -68,9 +68,13 @@ export function collectBetweenRequests(): boolean {
   const young = youngGeneration();
   if (young.usedBytes < IDLE_SCAVENGE_FILL * young.capacityBytes) return false;
   collect ??= gcFunction();
+  if (collect === NO_GC) return false;
   collect({ type: 'minor' });
   return true;
 }
+
+/** What {@link gcFunction} gives when V8's `gc()` cannot be had: the gateway goes on without it. */
+const NO_GC: Collect = () => undefined;
 
 /** The young generation's use and its current capacity (what it holds before V8 must collect it), bytes. */
 export function youngGeneration(): { readonly usedBytes: number; readonly capacityBytes: number } {
@@ -83,6 +87,12 @@ export function youngGeneration(): { readonly usedBytes: number; readonly capaci
 function gcFunction(): Collect {
   const exposed = (globalThis as { gc?: unknown }).gc;
   if (typeof exposed === 'function') return exposed as Collect;
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as Collect;
+  try {
+    setFlagsFromString('--expose-gc');
+    const fetched: unknown = runInNewContext('gc');
+    return typeof fetched === 'function' ? (fetched as Collect) : NO_GC;
+  } catch {
+    // A Node that no longer exposes it this way: V8 collects as it always did, mid-request.
+    return NO_GC;
+  }
 }

@@ -54,3 +54,25 @@ it('buildGateway wires the collection as the idle port; a caller may replace it'
   expect((plain.gateway as unknown as { deps: { idle?: unknown } }).deps.idle).toBe(collectBetweenRequests);
   plain.wire.destroy();
 });
+
+it("goes on without collecting when V8's gc() cannot be had", () => {
+  jest.isolateModules(() => {
+    jest.doMock('node:vm', () => ({
+      runInNewContext: () => {
+        throw new ReferenceError('gc is not defined');
+      },
+    }));
+    const isolated = jest.requireActual<typeof import('../../lambdas/shared/v8-tuning')>('../../lambdas/shared/v8-tuning');
+    const holder = globalThis as { gc?: unknown };
+    const saved = holder.gc;
+    delete holder.gc;
+    try {
+      fillYoungGeneration(IDLE_SCAVENGE_FILL + 0.1);
+      expect(isolated.collectBetweenRequests()).toBe(false);
+      expect(isolated.collectBetweenRequests()).toBe(false);
+    } finally {
+      if (saved !== undefined) holder.gc = saved;
+    }
+  });
+  jest.dontMock('node:vm');
+});
