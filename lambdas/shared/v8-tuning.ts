@@ -61,8 +61,7 @@ let collect: Collect | undefined;
  * measured batches moved out of the requests, about as much collecting in all.
  *
  * `gc` comes from V8's `--expose-gc`, set at run time like the flag above and fetched from a fresh
- * context, so the process's own global gains nothing; where the process already has a global `gc`
- * (`node --expose-gc`, as the bench starts it), that one is used.
+ * context, so the running context's global gains nothing (contexts created afterwards carry it).
  */
 export function collectBetweenRequests(): boolean {
   const young = youngGeneration();
@@ -85,8 +84,6 @@ export function youngGeneration(): { readonly usedBytes: number; readonly capaci
 }
 
 function gcFunction(): Collect {
-  const exposed = (globalThis as { gc?: unknown }).gc;
-  if (typeof exposed === 'function') return exposed as Collect;
   try {
     setFlagsFromString('--expose-gc');
     const fetched: unknown = runInNewContext('gc');
