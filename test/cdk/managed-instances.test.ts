@@ -5,7 +5,6 @@
  * demand, cdk-nag clean, alarms and dashboard intact. Stages stay on demand unless told.
  */
 import { execFile } from 'node:child_process';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Match, Template } from 'aws-cdk-lib/assertions';
@@ -24,6 +23,10 @@ import {
   type StageSettings,
 } from '../../lib/stage';
 import { cdkApps, NO_BUNDLING } from '../support/cdk-app';
+import { scratchDirs } from '../support/scratch';
+
+/** The synth that is refused gets an output folder of its own, removed when the file ends. */
+const scratch = scratchDirs();
 
 const newApp = cdkApps();
 
@@ -140,7 +143,7 @@ describe('bin/app.ts', () => {
     await expect(
       run(tsx, [path.join(ROOT, 'bin', 'app.ts')], {
         cwd: ROOT,
-        env: { ...process.env, CDK_CONTEXT_JSON: JSON.stringify({ stage: 'dev', compute: 'ec2' }), CDK_OUTDIR: path.join(os.tmpdir(), 'sluice-unknown-compute') },
+        env: { ...process.env, CDK_CONTEXT_JSON: JSON.stringify({ stage: 'dev', compute: 'ec2' }), CDK_OUTDIR: scratch('sluice-unknown-compute-') },
       }),
     ).rejects.toMatchObject({ stderr: expect.stringMatching(/unknown compute "ec2"/) });
   });

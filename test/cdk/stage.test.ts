@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { RemovalPolicy } from 'aws-cdk-lib';
@@ -13,6 +12,10 @@ import {
   validateStageSettings,
   type StageSettings,
 } from '../../lib/stage';
+import { scratchDirs } from '../support/scratch';
+
+/** The synth that is refused gets an output folder of its own, removed when the file ends. */
+const scratch = scratchDirs();
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -79,7 +82,7 @@ describe('bin/app.ts', () => {
     await expect(
       run(tsx, [path.join(ROOT, 'bin', 'app.ts')], {
         cwd: ROOT,
-        env: { ...process.env, CDK_CONTEXT_JSON: JSON.stringify({ stage: 'qa' }), CDK_OUTDIR: path.join(os.tmpdir(), 'sluice-unknown-stage') },
+        env: { ...process.env, CDK_CONTEXT_JSON: JSON.stringify({ stage: 'qa' }), CDK_OUTDIR: scratch('sluice-unknown-stage-') },
       }),
     ).rejects.toMatchObject({ stderr: expect.stringMatching(/unknown stage "qa"/) });
   });
