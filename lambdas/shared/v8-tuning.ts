@@ -65,7 +65,8 @@ let collect: Collect | undefined;
  */
 export function collectBetweenRequests(): boolean {
   const young = youngGeneration();
-  if (young.usedBytes < IDLE_SCAVENGE_FILL * young.capacityBytes) return false;
+  // No young generation found (a V8 that names it otherwise): never collect, rather than always.
+  if (young.capacityBytes === 0 || young.usedBytes < IDLE_SCAVENGE_FILL * young.capacityBytes) return false;
   collect ??= gcFunction();
   if (collect === NO_GC) return false;
   collect({ type: 'minor' });

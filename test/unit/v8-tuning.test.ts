@@ -69,3 +69,18 @@ it("goes on without collecting when V8's gc() cannot be had", () => {
   });
   jest.dontMock('node:vm');
 });
+
+it('never collects when it cannot find the young generation', () => {
+  jest.isolateModules(() => {
+    const v8 = jest.requireActual<typeof import('node:v8')>('node:v8');
+    const collected: unknown[] = [];
+    jest.doMock('node:v8', () => ({ ...v8, getHeapSpaceStatistics: () => v8.getHeapSpaceStatistics().filter((s) => s.space_name !== 'new_space') }));
+    jest.doMock('node:vm', () => ({ runInNewContext: () => (options: unknown) => collected.push(options) }));
+    const isolated = jest.requireActual<typeof import('../../lambdas/shared/v8-tuning')>('../../lambdas/shared/v8-tuning');
+    expect(isolated.youngGeneration()).toEqual({ usedBytes: 0, capacityBytes: 0 });
+    expect(isolated.collectBetweenRequests()).toBe(false);
+    expect(collected).toEqual([]);
+  });
+  jest.dontMock('node:v8');
+  jest.dontMock('node:vm');
+});
