@@ -10,6 +10,12 @@
  * MB), which is what CFS bandwidth control with a 20 ms period does; the kernel's default is 100
  * ms, which would make the pauses five times longer. The bench uses 20 ms (`PERIOD_US`).
  *
+ * The heap. Each size gets a gateway process of its own, started with the `node` options Lambda's
+ * Node.js bootstrap gives a function of that memory ({@link lambdaNodeOptions}), warmed up, then
+ * capped: V8's young generation (how often it scavenges) and its old-generation limit (when it
+ * collects in full, and the process's peak memory) follow the function's memory on Lambda, not
+ * the bench machine's. `--gateway-node-options` come after them, so they can override them.
+ *
  * The load. On-demand Lambda gives an execution environment one request at a time and the next
  * one only after the invocation returns (settlement included), so each phase is the bench's own
  * sequential closed loop: one request, wait for the gateway to go idle, the next. Throttling
@@ -35,11 +41,11 @@ import { nonStreamedLatency } from './phases/latency';
 import { sequentialCpu } from './phases/request-cpu';
 import { expectOk, MODEL_SHORT } from './phases/requests';
 import { streamTtfb } from './phases/ttfb';
-import { warmUp } from './phases/warm-up';
+import { warmControls, warmGateway } from './phases/warm-up';
 import { procMemory, resetPeakRss } from './proc-status';
 import { alignRight } from './report-tables';
 import { GAP_ADDED_P99_LIMIT_MS, addedLimits } from './report-targets';
-import { guardRun, log, startStack } from './stack';
+import { guardRun, log, startStack, type Stack } from './stack';
 import { round } from './stats';
 
 /** The CFS period, microseconds: see the module comment. */
@@ -49,9 +55,27 @@ export const MB_PER_VCPU = 1_769;
 const WATCHDOG_MS = 15 * 60_000;
 const MIB = 1024 * 1024;
 
+/**
+ * The `node` options Lambda's Node.js runtime starts a function of `memoryMb` with. Its bootstrap
+ * (`/var/runtime/bootstrap`, a shell script in the runtime's image; AWS does not document it, but
+ * copies of it from the Node.js base images are public) runs
+ * `node --expose-gc --max-http-header-size 81920 --max-semi-space-size=S --max-old-space-size=O`
+ * with, in the shell's integer arithmetic, a tenth of the memory for the young generation
+ * (`S` = memory / 10 / 2 MiB for each semi-space) and the rest for the old one (`O` = memory −
+ * memory / 10): `--max-semi-space-size=6 --max-old-space-size=116` at 128 MB, as a 128 MB
+ * function's own process line shows. A deployed function can confirm it from `process.execArgv`.
+ */
+export function lambdaNodeOptions(memoryMb: number): string[] {
+  if (!Number.isSafeInteger(memoryMb) || memoryMb < 128) throw new Error(`Lambda memory is a whole number of MB from 128, got ${memoryMb}`);
+  const newSpace = Math.floor(memoryMb / 10);
+  return ['--expose-gc', '--max-http-header-size=81920', `--max-semi-space-size=${Math.floor(newSpace / 2)}`, `--max-old-space-size=${memoryMb - newSpace}`];
+}
+
 /** What one memory size measured. */
 export interface CpuShareEntry {
   readonly memoryMb: number;
+  /** The `node` options the size's gateway process ran with: {@link lambdaNodeOptions}, then `--gateway-node-options`. */
+  readonly nodeOptions: readonly string[];
   /** The share of one vCPU, and the cgroup's quota over its period. */
   readonly cpuShare: number;
   readonly quotaUs: number;
@@ -121,11 +145,18 @@ export function renderCpuShare(entries: readonly CpuShareEntry[], stages: readon
   }
   const cheapest = cheapestMet(entries);
   const lines = [alignRight(rows), `cheapest memory measured that meets every target: ${cheapest === null ? 'none' : `${cheapest} MB`}`];
+  if (entries.length > 0) lines.push(`each size's gateway ran with its Lambda heap: ${entries.map((e) => `${e.memoryMb} MB ${heapOptions(e.nodeOptions)}`).join('; ')}`);
   for (const s of stages) {
     const e = entries.find((x) => x.memoryMb === s.memoryMb);
     lines.push(`  ${s.name} deploys ${s.memoryMb} MB: ${e === undefined ? 'not measured' : e.met ? 'targets met' : `missed (${e.missed.join(', ')})`}`);
   }
   return lines.join('\n');
+}
+
+/** The options that size V8's heap, as the table shows them (the last of each wins, as in `node`). */
+function heapOptions(nodeOptions: readonly string[]): string {
+  const last = (name: string): string => nodeOptions.filter((o) => o.startsWith(`--${name}=`)).at(-1)?.slice(name.length + 3) ?? 'default';
+  return `semi-space ${last('max-semi-space-size')} MiB, old ${last('max-old-space-size')} MiB`;
 }
 
 /** The gateway's cgroup, from `/proc/<pid>/cgroup`. */
@@ -159,8 +190,9 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
   try {
     // The sequential phases use the first caller; a few workspaces are enough.
     const stack = await startStack(run.cleanup, { ...plan, workspaces: Math.min(plan.workspaces, 8) }, options);
-    const { gw } = stack;
-    gatewayNode = gw.node;
+    gatewayNode = stack.gw.node;
+    // Each size has a gateway of its own (the module comment's "heap"); the stack's is not measured.
+    await stack.gw.stop();
     const cap = CpuCap.create(support);
     // Registered after the gateway's stop, so it runs first: the process back out, the group gone.
     run.cleanup.add('CPU cgroup', async () => {
@@ -168,33 +200,38 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
     });
     // Should the process end without its cleanup, one last synchronous try.
     process.once('exit', () => void cap.remove());
-    log(`CPU share: cgroup ${support.version} ${cap.dir}, period ${PERIOD_US} us; gateway pid ${gw.pid} alone in it; sizes ${sizes.join(', ')} MB`);
-    await warmUp(stack, plan);
+    log(`CPU share: cgroup ${support.version} ${cap.dir}, period ${PERIOD_US} us; a gateway for each size alone in it; sizes ${sizes.join(', ')} MB`);
+    log('warm-up (direct and bare relay)');
+    await warmControls(stack, plan);
     if (options.providerMs > 0) {
       // Direct and gateway alike: the added latency stays the gateway's own.
       await stack.sim.control('/_sim/default', { model: MODEL_SHORT, behavior: { kind: 'ok', stallBeforeFirstByteMs: options.providerMs } });
     }
-    cap.limit(quotaFor(sizes[0] as number, PERIOD_US, MB_PER_VCPU), PERIOD_US);
-    cap.add(gw.pid, procCgroup(gw.pid));
     const phasePlan: Plan = { ...plan, latencyIterations: plan.cpuShare.latencyIterations, ttfbStreams: plan.cpuShare.ttfbStreams, gapStreams: plan.cpuShare.gapStreams };
     const { short, shortStream, firstKey } = stack.requests;
     for (const memoryMb of sizes) {
+      const nodeOptions = [...lambdaNodeOptions(memoryMb), ...options.gatewayNodeOptions];
+      const sized: Stack = { ...stack, ...(await stack.startGateway(nodeOptions)) };
+      const { gw } = sized;
+      log(`CPU share: ${memoryMb} MB, gateway pid ${gw.pid} (${nodeOptions.join(' ')}); warm-up`);
+      await warmGateway(sized, plan);
       const quotaUs = quotaFor(memoryMb, PERIOD_US, MB_PER_VCPU);
       cap.limit(quotaUs, PERIOD_US);
+      cap.add(gw.pid, procCgroup(gw.pid));
       log(`CPU share: ${memoryMb} MB, ${quotaUs} us of CPU per ${PERIOD_US} us`);
       // A few requests under the new cap before anything is counted.
       for (let i = 0; i < 10; i += 1) {
-        expectOk(await post(stack.gwT, short.gateway, firstKey), 'gateway');
-        expectOk(await postStream(stack.gwT, shortStream.gateway, firstKey), 'gateway stream');
+        expectOk(await post(sized.gwT, short.gateway, firstKey), 'gateway');
+        expectOk(await postStream(sized.gwT, shortStream.gateway, firstKey), 'gateway stream');
         await gw.idle();
       }
       resetPeakRss(gw.pid);
       const stat0: CpuStat = cap.stat();
       const served0 = (await gw.idle()).served;
-      const latency = await nonStreamedLatency(stack, phasePlan);
-      const ttfb = await streamTtfb(stack, phasePlan);
-      const gaps = await chunkGaps(stack, phasePlan);
-      const cpu = await sequentialCpu(gw, stack.gwT, plan.cpuShare.cpuRequests, short.gateway, firstKey);
+      const latency = await nonStreamedLatency(sized, phasePlan);
+      const ttfb = await streamTtfb(sized, phasePlan);
+      const gaps = await chunkGaps(sized, phasePlan);
+      const cpu = await sequentialCpu(gw, sized.gwT, plan.cpuShare.cpuRequests, short.gateway, firstKey);
       const served = Math.max(1, (await gw.idle()).served - served0);
       const throttled = statDelta(stat0, cap.stat());
       const memory = procMemory(gw.pid);
@@ -211,6 +248,7 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
       const missed = missedTargets(figures);
       const entry: CpuShareEntry = {
         memoryMb,
+        nodeOptions,
         cpuShare: memoryMb / MB_PER_VCPU,
         quotaUs,
         periodUs: PERIOD_US,
@@ -225,8 +263,9 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
       };
       entries.push(entry);
       log(`CPU share: ${memoryMb} MB ${entry.met ? 'met every target' : `missed ${missed.join(', ')}`}`);
+      cap.unlimit();
+      await gw.stop();
     }
-    cap.unlimit();
   } finally {
     await run.cleanup.run();
     run.disarm();

@@ -96,6 +96,12 @@ export function guardRun(watchdogMs = WATCHDOG_MS): RunGuard {
   };
 }
 
+/** A gateway process and the keep-alive agent that drives it. */
+export interface GatewaySide {
+  readonly gw: GatewayProcess;
+  readonly gwT: Target;
+}
+
 /** The running stack every phase is handed. */
 export interface Stack {
   readonly cleanup: Cleanup;
@@ -120,6 +126,12 @@ export interface Stack {
   readonly floor: Floor;
   /** The bodies and keys of the sequential phases (the first caller's). */
   readonly requests: Requests;
+  /**
+   * Starts another gateway process on the same database, simulator and `node` binary, with these
+   * `node` options beside the bench's own (`--expose-gc`, and `--profile`'s); the run's cleanup
+   * stops it. The CPU share gives each memory size a gateway of its own (`cpu-share.ts`).
+   */
+  startGateway(nodeOptions: readonly string[]): Promise<GatewaySide>;
   /** Stops the gateway, the relay, the simulator and the database (the rest goes at cleanup). */
   stopServices(): Promise<void>;
 }
@@ -166,22 +178,30 @@ export async function startStack(cleanup: Cleanup, plan: Plan, options: Options)
   cleanup.add('simulator', () => sim.stop());
   const profileDir = path.join(outDir, 'profile');
   if (options.profile) mkdirSync(profileDir, { recursive: true });
-  const gw = await GatewayProcess.start(
-    bundles.gatewayServer,
-    bundleEnv({
-      SLUICE_STAGE: 'local',
-      SLUICE_TABLE_PREFIX: TABLE_PREFIX,
-      SLUICE_DYNAMODB_ENDPOINT: db.endpoint,
-      SLUICE_SECRET_SOURCE: 'env',
-      SLUICE_LOCAL_UPSTREAM_URL: sim.url,
-      SLUICE_LOCAL_SECRETS_FILE: path.join(tmp, 'secrets.json'),
-      // The per-key request rate is a stage setting; the benchmark is not measuring it.
-      SLUICE_KEY_RATE_PER_MINUTE: '100000000',
-    }),
-    ['--expose-gc', ...options.gatewayNodeOptions, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
-    options.gatewayNode,
-  );
-  cleanup.add('gateway', () => gw.stop());
+  const maxConcurrency = Math.max(...plan.concurrencies);
+  const gatewayEnv = bundleEnv({
+    SLUICE_STAGE: 'local',
+    SLUICE_TABLE_PREFIX: TABLE_PREFIX,
+    SLUICE_DYNAMODB_ENDPOINT: db.endpoint,
+    SLUICE_SECRET_SOURCE: 'env',
+    SLUICE_LOCAL_UPSTREAM_URL: sim.url,
+    SLUICE_LOCAL_SECRETS_FILE: path.join(tmp, 'secrets.json'),
+    // The per-key request rate is a stage setting; the benchmark is not measuring it.
+    SLUICE_KEY_RATE_PER_MINUTE: '100000000',
+  });
+  const startGateway = async (nodeOptions: readonly string[]): Promise<GatewaySide> => {
+    const started = await GatewayProcess.start(
+      bundles.gatewayServer,
+      gatewayEnv,
+      ['--expose-gc', ...nodeOptions, ...(options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
+      options.gatewayNode,
+    );
+    cleanup.add('gateway', () => started.stop());
+    const target = targetFrom('gateway', `${started.url}/v1`, maxConcurrency);
+    cleanup.add('gateway agent', async () => target.agent.destroy());
+    return { gw: started, gwT: target };
+  };
+  const { gw, gwT } = await startGateway(options.gatewayNodeOptions);
   log(`simulator pid ${sim.pid} on ${sim.url}; gateway pid ${gw.pid} on ${gw.url} (Node ${gw.node})`);
   const runtimeNote = deployedRuntimeNote(gw.node);
   if (runtimeNote !== undefined) log(runtimeNote);
@@ -191,12 +211,10 @@ export async function startStack(cleanup: Cleanup, plan: Plan, options: Options)
   cleanup.add('bare relay', () => relay.stop());
   log(`bare relay pid ${relay.pid} on ${relay.url}`);
 
-  const maxConcurrency = Math.max(...plan.concurrencies);
-  const gwT = targetFrom('gateway', `${gw.url}/v1`, maxConcurrency);
   const directT = targetFrom('direct', sim.url, maxConcurrency);
   const relayT = targetFrom('relay', `${relay.url}/v1`, maxConcurrency);
   cleanup.add('agents', async () => {
-    for (const t of [gwT, directT, relayT]) t.agent.destroy();
+    for (const t of [directT, relayT]) t.agent.destroy();
   });
   await sim.control('/_sim/default', { model: MODEL_SHORT, behavior: { kind: 'ok' } });
   await sim.control('/_sim/default', { model: MODEL_PACED, behavior: { kind: 'ok', completionTokens: plan.gapTokens, chunkDelayMs: plan.gapDelayMs } });
@@ -220,6 +238,7 @@ export async function startStack(cleanup: Cleanup, plan: Plan, options: Options)
     relayT,
     floor,
     requests: requestsFor(callers[0] as Caller),
+    startGateway,
     stopServices: async () => {
       await gw.stop();
       await relay.stop();

@@ -62,6 +62,8 @@ let collect: Collect | undefined;
  *
  * `gc` comes from V8's `--expose-gc`, set at run time like the flag above and fetched from a fresh
  * context, so the running context's global gains nothing (contexts created afterwards carry it).
+ * Lambda's Node.js bootstrap already starts `node` with `--expose-gc` (docs/cost.md, "The heap");
+ * local mode and the tests get it here.
  */
 export function collectBetweenRequests(): boolean {
   const young = youngGeneration();

@@ -4,7 +4,7 @@
  * it and for the cost model (`bench/args.ts`).
  */
 import { DEPLOYED_NODE_MAJOR, FULL, QUICK, deployedRuntimeNote, parseArgs } from '../../bench/args';
-import { MB_PER_VCPU, PERIOD_US, cheapestMet, memorySizes, missedTargets, renderCpuShare, type CpuShareEntry } from '../../bench/cpu-share';
+import { MB_PER_VCPU, PERIOD_US, cheapestMet, lambdaNodeOptions, memorySizes, missedTargets, renderCpuShare, type CpuShareEntry } from '../../bench/cpu-share';
 
 const LIMITS = { addedP50Ms: 7, addedP99Ms: 20, ttfbAddedP50Ms: 7, ttfbAddedP99Ms: 20, gapAddedP99Ms: 1 };
 
@@ -13,6 +13,7 @@ function entry(memoryMb: number, over: Partial<CpuShareEntry> = {}): CpuShareEnt
   const missed = missedTargets(figures);
   return {
     memoryMb,
+    nodeOptions: lambdaNodeOptions(memoryMb),
     cpuShare: memoryMb / MB_PER_VCPU,
     quotaUs: Math.round((PERIOD_US * memoryMb) / MB_PER_VCPU),
     periodUs: PERIOD_US,
@@ -67,6 +68,28 @@ describe('renderCpuShare', () => {
     expect(text).toContain('cheapest memory measured that meets every target: 512 MB');
     expect(text).toContain('dev deploys 512 MB: targets met');
     expect(text).toContain('prod deploys 1024 MB: not measured');
+    expect(text).toContain("each size's gateway ran with its Lambda heap: 128 MB semi-space 6 MiB, old 116 MiB; 512 MB semi-space 25 MiB, old 461 MiB");
+  });
+
+  it('shows the heap an override gave, the last of each option winning as in node', () => {
+    const text = renderCpuShare([entry(256, { nodeOptions: [...lambdaNodeOptions(256), '--max-semi-space-size=32'] })], []);
+    expect(text).toContain('256 MB semi-space 32 MiB, old 231 MiB');
+  });
+});
+
+describe('lambdaNodeOptions', () => {
+  it("gives node what Lambda's bootstrap gives it: a tenth of the memory young, in two semi-spaces, the rest old", () => {
+    expect(lambdaNodeOptions(128)).toEqual(['--expose-gc', '--max-http-header-size=81920', '--max-semi-space-size=6', '--max-old-space-size=116']);
+    expect(lambdaNodeOptions(256)).toEqual(['--expose-gc', '--max-http-header-size=81920', '--max-semi-space-size=12', '--max-old-space-size=231']);
+    expect(lambdaNodeOptions(512).slice(2)).toEqual(['--max-semi-space-size=25', '--max-old-space-size=461']);
+    expect(lambdaNodeOptions(1024).slice(2)).toEqual(['--max-semi-space-size=51', '--max-old-space-size=922']);
+    // The shell's integer arithmetic: 1,769 MB is 176 MiB young, 88 a semi-space.
+    expect(lambdaNodeOptions(1769).slice(2)).toEqual(['--max-semi-space-size=88', '--max-old-space-size=1593']);
+  });
+
+  it('refuses a memory Lambda does not offer', () => {
+    expect(() => lambdaNodeOptions(127)).toThrow(/from 128/);
+    expect(() => lambdaNodeOptions(256.5)).toThrow(/whole number/);
   });
 });
 
