@@ -58,7 +58,7 @@ const MIB = 1024 * 1024;
 /**
  * The `node` options Lambda's Node.js runtime starts a function of `memoryMb` with. Its bootstrap
  * (`/var/runtime/bootstrap`, a shell script in the runtime's image; AWS does not document it, but
- * copies of it from the Node.js base images are public) runs
+ * copies of it from the nodejs18.x base image are public; nodejs22.x's is assumed the same) runs
  * `node --expose-gc --max-http-header-size 81920 --max-semi-space-size=S --max-old-space-size=O`
  * with, in the shell's integer arithmetic, a tenth of the memory for the young generation
  * (`S` = memory / 10 / 2 MiB for each semi-space) and the rest for the old one (`O` = memory −
