@@ -194,7 +194,9 @@ export async function cpuShareMain(options: Options, plan: Plan): Promise<readon
     // Each size has a gateway of its own (the module comment's "heap"); the stack's is not measured.
     await stack.gw.stop();
     const cap = CpuCap.create(support);
-    // Registered after the gateway's stop, so it runs first: the process back out, the group gone.
+    // Runs after each size's gateway has been stopped (registered later, so undone first) and before
+    // the stack's: whatever is still alive moved back out, then the group removed (`releaseCap` waits
+    // for a gateway that is still exiting).
     run.cleanup.add('CPU cgroup', async () => {
       for (const p of await releaseCap(cap)) log(`CPU cgroup cleanup: ${p}`);
     });
