@@ -278,6 +278,12 @@ const VALUES: Readonly<Record<StageName, StageValues>> = {
     // (added p50 5.24 of 5.98, p99 7.8 of 17.2; 1.39 ms CPU a request, 155 MiB); 256 MB missed
     // added p99 (26.9 of 23.8) and first byte p99 (21.1 of 20.2), and met every target in 3 of 5
     // `--cpu-share-only` runs: not yet every run, so 512 MB stays (docs/cost.md).
+    // Again later that day with each size on its own gateway started with Lambda's heap options
+    // for it (`lambdaNodeOptions`): 512 MB met every target (added p99 11.9 of 14.9, 136 MiB);
+    // 256 MB missed a p99 in all eleven `--cpu-share-only` runs of that comparison (one process
+    // or a gateway per size, with V8's defaults or Lambda's options, three with the provider
+    // holding each reply 50 ms; docs/cost.md, "The heap"; docs/gateway.md, "What an idle
+    // scavenge keeps").
     gatewayMemoryMb: 512,
     workerMemoryMb: 256,
     alarms: {
