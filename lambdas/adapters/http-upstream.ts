@@ -187,6 +187,8 @@ class ExchangeBody extends Readable {
 /** One call: waiting for a socket, waiting for its reply's head, then its body. */
 class Exchange {
   readonly reader: BodyReader;
+  /** The abort listener: {@link aborted}, bound once (see the constructor). */
+  private readonly onAbort = this.aborted.bind(this);
   connection: Connection | undefined;
   body: Readable | undefined;
   /** Whether a byte of the reply has arrived. */
@@ -203,12 +205,18 @@ class Exchange {
     private readonly reject: (err: unknown) => void,
   ) {
     this.reader = new BodyReader(this);
-    // The exchange is its own abort listener (`handleEvent`): no closure per call.
-    signal.addEventListener('abort', this, { once: true });
+    // A function as the listener, never the exchange itself: Node's EventTarget wraps an object
+    // listener (`handleEvent`) in a closure of its own, and on Node 22 that keeps everything the
+    // object reaches alive through every young-generation collection, even once removed (a
+    // scratch loop: 5.8 MB promoted of 5.8, against 10 to 14 KB for a function or a bound
+    // method). The exchange reaches its whole request, so each collection between requests
+    // promoted half a megabyte of requests already served (docs/gateway.md, "What an idle
+    // scavenge keeps").
+    signal.addEventListener('abort', this.onAbort, { once: true });
   }
 
   /** The call's signal fired. */
-  handleEvent(): void {
+  private aborted(): void {
     this.fail(abortError(this.signal));
   }
 
@@ -276,7 +284,7 @@ class Exchange {
   /** The reply is in whole: the body ends, the socket goes back to the pool when it can be trusted. */
   private complete(reusable: boolean): void {
     this.over = true;
-    this.signal.removeEventListener('abort', this);
+    this.signal.removeEventListener('abort', this.onAbort);
     const connection = this.connection;
     this.connection = undefined;
     if (connection !== undefined) {
@@ -295,7 +303,7 @@ class Exchange {
   fail(err: unknown, destroyBody = true): void {
     if (this.over) return;
     this.over = true;
-    this.signal.removeEventListener('abort', this);
+    this.signal.removeEventListener('abort', this.onAbort);
     this.origin.forget(this);
     const connection = this.connection;
     this.connection = undefined;

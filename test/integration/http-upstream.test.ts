@@ -195,6 +195,35 @@ describe('HttpUpstream', () => {
     }
   });
 
+  it('listens for the abort with a function, not an object, and stops listening when the reply is whole', async () => {
+    // Node's EventTarget keeps what an object listener (`handleEvent`) reaches alive through every
+    // young-generation collection (docs/gateway.md, "What an idle scavenge keeps"): the exchange
+    // reaches its whole request.
+    const s = await rawServer((socket) => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello'));
+    const controller = new AbortController();
+    const added: unknown[] = [];
+    const removed: unknown[] = [];
+    const add = jest.spyOn(controller.signal, 'addEventListener').mockImplementation(function (this: AbortSignal, type, listener, options) {
+      added.push(listener);
+      return EventTarget.prototype.addEventListener.call(this, type, listener, options);
+    });
+    const remove = jest.spyOn(controller.signal, 'removeEventListener').mockImplementation(function (this: AbortSignal, type, listener, options) {
+      removed.push(listener);
+      return EventTarget.prototype.removeEventListener.call(this, type, listener, options);
+    });
+    try {
+      const res = await send(upstream, `http://127.0.0.1:${s.port}/whole`, { signal: controller.signal });
+      expect(await readAll(res.body)).toBe('hello');
+      expect(added).toHaveLength(1);
+      expect(typeof added[0]).toBe('function');
+      expect(removed).toContain(added[0]);
+    } finally {
+      add.mockRestore();
+      remove.mockRestore();
+      await s.close();
+    }
+  });
+
   it('a body left unread closes its connection: the next call takes a new one', async () => {
     const s = await rawServer((socket) => socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n'));
     try {
